@@ -1,0 +1,38 @@
+# Major: the entry point for building, running and testing.
+SHELL := /bin/bash
+GO ?= go
+CLAUDE := .tools/claude/node_modules/.bin/claude
+STATICCHECK_VERSION := 2025.1.1
+
+.PHONY: all build claude run test test-short lint bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/major ./cmd/major
+	$(GO) build -o bin/scriptedmodel ./cmd/scriptedmodel
+
+# The pinned Claude Code CLI, installed from npm into .tools/ (git-ignored).
+claude: $(CLAUDE)
+$(CLAUDE): scripts/install-claude.sh
+	bash scripts/install-claude.sh
+
+# Starts the server on a demo vault; with no Anthropic credential set it
+# runs against the offline scripted model and says so.
+run: claude build
+	bash scripts/run-demo.sh
+
+# Every test, real-CLI ones included, with the race detector.
+test: claude
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+lint:
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+bench: claude
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,97 @@
+// Package clitest sets up what a test needs to drive the real Claude Code
+// CLI offline: the pinned binary, a scripted model on loopback, and a HOME
+// and vault of the test's own, so tests can run in parallel.
+package clitest
+
+import (
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/majorhq/major/scriptedmodel"
+	"github.com/majorhq/major/supervisor"
+)
+
+// Env is one test's world.
+type Env struct {
+	Binary    string
+	Model     *scriptedmodel.Server
+	ModelURL  string
+	Home      string
+	VaultRoot string
+}
+
+// New starts a scripted model answering with respond (nil: Script) and makes
+// a fresh HOME and vault root (a git repository with the persons' folders
+// sebastian and petra). Everything is removed when the test ends.
+func New(tb testing.TB, respond scriptedmodel.Responder) *Env {
+	tb.Helper()
+	if respond == nil {
+		respond = scriptedmodel.Script
+	}
+	model := scriptedmodel.New(respond)
+	srv := httptest.NewServer(model)
+	tb.Cleanup(srv.Close)
+	e := &Env{
+		Binary:    Binary(tb),
+		Model:     model,
+		ModelURL:  srv.URL,
+		Home:      tb.TempDir(),
+		VaultRoot: tb.TempDir(),
+	}
+	for _, p := range []string{"sebastian", "petra"} {
+		if err := os.MkdirAll(filepath.Join(e.VaultRoot, p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("git", "init", "-q", "-b", "main", e.VaultRoot).CombinedOutput(); err != nil {
+		tb.Fatalf("git init: %v: %s", err, out)
+	}
+	return e
+}
+
+// Vault is the folder of one person.
+func (e *Env) Vault(person string) string { return filepath.Join(e.VaultRoot, person) }
+
+// ChildEnv is the environment for a CLI process that talks to this test's
+// model and keeps its state in this test's HOME.
+func (e *Env) ChildEnv() []string {
+	return supervisor.CleanEnv(os.Environ(),
+		"HOME="+e.Home,
+		"CLAUDE_CONFIG_DIR="+filepath.Join(e.Home, ".claude"),
+		"ANTHROPIC_BASE_URL="+e.ModelURL,
+		"ANTHROPIC_API_KEY=test-key",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+	)
+}
+
+// Binary finds the pinned claude binary: $MAJOR_CLAUDE, else the project's
+// own install under .tools (made by `make claude`). A missing binary fails
+// the test: the real-CLI tests are never skipped.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv("MAJOR_CLAUDE"); p != "" {
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("clitest: no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+	bin := filepath.Join(dir, ".tools", "claude", "node_modules", ".bin", "claude")
+	if _, err := os.Stat(bin); err != nil {
+		tb.Fatalf("clitest: the claude CLI is not installed at %s: run `make claude` (scripts/install-claude.sh)", bin)
+	}
+	return bin
+}

@@ -1,0 +1,134 @@
+package scriptedmodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Script is the default Responder. The person's last message picks the reply
+// through a directive written as [[name args]]:
+//
+//	[[say TEXT]]            answer TEXT
+//	[[tool NAME {json}]]    call tool NAME with that input
+//	[[ask]] / [[ask-multi]] call AskUserQuestion (single / multi-select)
+//	[[slow N MS]]           stream N "tick " deltas, MS milliseconds apart
+//	[[big N]]               answer N bytes of text
+//	[[recall]]              list every message the person sent, in order
+//	[[status CODE]]         fail with HTTP status CODE (429, 529, 500, ...)
+//	[[drop]] / [[malformed]] break the stream mid-message
+//
+// A message with no directive gets a short offline answer, and a request
+// that carries tool results is answered "RESULT<<...>>" with their text, so
+// a test can see what the CLI handed back to the model.
+func Script(req Request) Reply {
+	if results := req.ToolResults(); len(results) > 0 {
+		var parts []string
+		for _, b := range results {
+			parts = append(parts, b.ResultText())
+		}
+		return Text("RESULT<<" + strings.Join(parts, " | ") + ">>")
+	}
+	text := req.LastUserText()
+	name, args, ok := directive(text)
+	if !ok {
+		return Text(offlineAnswer(text))
+	}
+	switch name {
+	case "say":
+		return Text(args)
+	case "tool":
+		tool, input, _ := strings.Cut(args, " ")
+		var v any = map[string]any{}
+		if strings.TrimSpace(input) != "" {
+			if err := json.Unmarshal([]byte(input), &v); err != nil {
+				return Text("script error: tool input is not JSON: " + err.Error())
+			}
+		}
+		return ToolUse(tool, v)
+	case "ask", "ask-multi":
+		return ToolUse("AskUserQuestion", AskInput(name == "ask-multi"))
+	case "slow":
+		n, ms := 20, 200
+		f := strings.Fields(args)
+		if len(f) > 0 {
+			n, _ = strconv.Atoi(f[0])
+		}
+		if len(f) > 1 {
+			ms, _ = strconv.Atoi(f[1])
+		}
+		return Reply{Blocks: []ReplyBlock{{Text: strings.Repeat("tick ", max(n, 1))}}, ChunkSize: len("tick "), Delay: time.Duration(ms) * time.Millisecond}
+	case "big":
+		n, _ := strconv.Atoi(strings.TrimSpace(args))
+		return Reply{Blocks: []ReplyBlock{{Text: BigText(n)}}, ChunkSize: 64 << 10}
+	case "recall":
+		return Text("HISTORY: " + strings.Join(req.UserTexts(), " | "))
+	case "status":
+		code, err := strconv.Atoi(strings.TrimSpace(args))
+		if err != nil {
+			code = 500
+		}
+		return Reply{Status: code}
+	case "drop":
+		return Reply{Blocks: []ReplyBlock{{Text: "partial answer that never ends"}}, Drop: true}
+	case "malformed":
+		return Reply{Blocks: []ReplyBlock{{Text: "partial answer"}}, Malformed: true}
+	}
+	return Text(fmt.Sprintf("script error: unknown directive %q", name))
+}
+
+// directive finds the first [[name args]] in text.
+func directive(text string) (name, args string, ok bool) {
+	start := strings.Index(text, "[[")
+	if start < 0 {
+		return "", "", false
+	}
+	end := strings.LastIndex(text, "]]")
+	if end < start {
+		return "", "", false
+	}
+	body := strings.TrimSpace(text[start+2 : end])
+	name, args, _ = strings.Cut(body, " ")
+	return name, strings.TrimSpace(args), name != ""
+}
+
+// AskInput is the AskUserQuestion input that [[ask]] and [[ask-multi]] send.
+func AskInput(multi bool) map[string]any {
+	if multi {
+		return map[string]any{"questions": []any{map[string]any{
+			"question": "Which toppings?", "header": "Toppings", "multiSelect": true,
+			"options": []any{
+				map[string]any{"label": "Cheese", "description": "melted"},
+				map[string]any{"label": "Olives", "description": "black"},
+				map[string]any{"label": "Basil", "description": "fresh"},
+			},
+		}}}
+	}
+	return map[string]any{"questions": []any{map[string]any{
+		"question": "Which color?", "header": "Color", "multiSelect": false,
+		"options": []any{
+			map[string]any{"label": "Red", "description": "warm"},
+			map[string]any{"label": "Blue", "description": "cool"},
+		},
+	}}}
+}
+
+// BigText returns n bytes of recognisable text: numbered lines, so a
+// truncation or a reordering shows.
+func BigText(n int) string {
+	var sb strings.Builder
+	sb.Grow(n)
+	for i := 0; sb.Len() < n; i++ {
+		fmt.Fprintf(&sb, "line %08d of a big answer\n", i)
+	}
+	return sb.String()[:n]
+}
+
+func offlineAnswer(text string) string {
+	if strings.TrimSpace(text) == "" {
+		return "This is the offline scripted model. Ask me anything; I only echo."
+	}
+	return "This is the offline scripted model (no Anthropic credential is set). You said: " + text
+}

@@ -1,0 +1,233 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Handlers answer the control requests the CLI sends. A nil field means
+// nobody handles that subtype: the CLI gets an error response, never silence.
+// Each request runs in its own goroutine with a context that is cancelled
+// when the CLI cancels the request or the process exits.
+type Handlers struct {
+	CanUseTool   func(ctx context.Context, req *ControlRequest) (PermissionResult, error)
+	HookCallback func(ctx context.Context, req *ControlRequest) (json.RawMessage, error)
+	MCPMessage   func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error)
+}
+
+// PermissionResult answers can_use_tool.
+type PermissionResult struct {
+	Allow        bool
+	UpdatedInput json.RawMessage // with Allow: the input to run with
+	Message      string          // with deny: shown to the model
+	Interrupt    bool            // with deny: also stop the turn
+}
+
+// MarshalJSON writes the CLI's shape: {"behavior":"allow","updatedInput":…}
+// or {"behavior":"deny","message":…}.
+func (p PermissionResult) MarshalJSON() ([]byte, error) {
+	if p.Allow {
+		in := p.UpdatedInput
+		if len(in) == 0 {
+			in = json.RawMessage("{}")
+		}
+		return json.Marshal(struct {
+			Behavior     string          `json:"behavior"`
+			UpdatedInput json.RawMessage `json:"updatedInput"`
+		}{"allow", in})
+	}
+	return json.Marshal(struct {
+		Behavior  string `json:"behavior"`
+		Message   string `json:"message"`
+		Interrupt bool   `json:"interrupt,omitempty"`
+	}{"deny", p.Message, p.Interrupt})
+}
+
+// ControlError is an error response from the CLI to one of our requests.
+type ControlError struct {
+	Subtype string
+	Message string
+}
+
+func (e *ControlError) Error() string {
+	return fmt.Sprintf("cli answered %s with error: %s", e.Subtype, e.Message)
+}
+
+// ErrProcessExited is returned for requests that were pending, or made, when
+// the CLI process was gone.
+var ErrProcessExited = errors.New("claude process exited")
+
+// router matches our outgoing control requests to the CLI's responses and
+// dispatches the CLI's requests to Handlers.
+type router struct {
+	handlers Handlers
+	write    func(v any) error
+
+	mu       sync.Mutex
+	next     int
+	pending  map[string]chan *ControlResponse
+	inflight map[string]context.CancelFunc
+	closed   error
+	wg       sync.WaitGroup
+	base     context.Context
+	stop     context.CancelFunc
+}
+
+func newRouter(h Handlers, write func(v any) error) *router {
+	base, stop := context.WithCancel(context.Background())
+	return &router{
+		handlers: h, write: write, base: base, stop: stop,
+		pending:  make(map[string]chan *ControlResponse),
+		inflight: make(map[string]context.CancelFunc),
+	}
+}
+
+// request sends a control request and waits for its response.
+func (r *router) request(ctx context.Context, subtype string, body map[string]any) (json.RawMessage, error) {
+	r.mu.Lock()
+	if r.closed != nil {
+		r.mu.Unlock()
+		return nil, r.closed
+	}
+	r.next++
+	id := fmt.Sprintf("req_%d_%s", r.next, subtype)
+	ch := make(chan *ControlResponse, 1)
+	r.pending[id] = ch
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.pending, id)
+		r.mu.Unlock()
+	}()
+
+	req := map[string]any{"subtype": subtype}
+	for k, v := range body {
+		req[k] = v
+	}
+	if err := r.write(map[string]any{"type": "control_request", "request_id": id, "request": req}); err != nil {
+		return nil, fmt.Errorf("send %s: %w", subtype, err)
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return nil, r.closedErr()
+		}
+		if resp.Subtype == "error" {
+			return nil, &ControlError{Subtype: subtype, Message: resp.Error}
+		}
+		return resp.Response, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: %w", subtype, ctx.Err())
+	}
+}
+
+func (r *router) closedErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// deliver hands a control_response to the request waiting for it.
+func (r *router) deliver(resp *ControlResponse) bool {
+	r.mu.Lock()
+	ch, ok := r.pending[resp.RequestID]
+	delete(r.pending, resp.RequestID)
+	r.mu.Unlock()
+	if ok {
+		ch <- resp
+	}
+	return ok
+}
+
+// cancel cancels the handler of a request the CLI no longer waits for.
+func (r *router) cancel(requestID string) {
+	r.mu.Lock()
+	c := r.inflight[requestID]
+	r.mu.Unlock()
+	if c != nil {
+		c()
+	}
+}
+
+// dispatch answers one control request from the CLI, in its own goroutine.
+func (r *router) dispatch(id string, req *ControlRequest) {
+	r.mu.Lock()
+	if r.closed != nil {
+		r.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(r.base)
+	r.inflight[id] = cancel
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		defer func() {
+			r.mu.Lock()
+			delete(r.inflight, id)
+			r.mu.Unlock()
+			cancel()
+		}()
+		resp, err := r.handle(ctx, req)
+		if err == nil && ctx.Err() != nil {
+			err = fmt.Errorf("%s cancelled", req.Subtype)
+		}
+		_ = r.write(controlAnswer(id, resp, err))
+	}()
+}
+
+func (r *router) handle(ctx context.Context, req *ControlRequest) (any, error) {
+	h := r.handlers
+	switch {
+	case req == nil:
+		return nil, errors.New("control request has no body")
+	case req.Subtype == "can_use_tool" && h.CanUseTool != nil:
+		return h.CanUseTool(ctx, req)
+	case req.Subtype == "hook_callback" && h.HookCallback != nil:
+		out, err := h.HookCallback(ctx, req)
+		if err == nil && len(out) == 0 {
+			out = json.RawMessage(`{"continue":true}`)
+		}
+		return out, err
+	case req.Subtype == "mcp_message" && h.MCPMessage != nil:
+		out, err := h.MCPMessage(ctx, req.ServerName, req.MCPMessage)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]json.RawMessage{"mcp_response": out}, nil
+	default:
+		return nil, fmt.Errorf("unsupported control request subtype %q", req.Subtype)
+	}
+}
+
+func controlAnswer(id string, resp any, err error) map[string]any {
+	if err != nil {
+		return map[string]any{"type": "control_response", "response": map[string]any{
+			"subtype": "error", "request_id": id, "error": err.Error()}}
+	}
+	if resp == nil {
+		resp = map[string]any{}
+	}
+	return map[string]any{"type": "control_response", "response": map[string]any{
+		"subtype": "success", "request_id": id, "response": resp}}
+}
+
+// close fails every pending request with err and cancels every handler.
+func (r *router) close(err error) {
+	r.mu.Lock()
+	if r.closed != nil {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = err
+	for id, ch := range r.pending {
+		close(ch)
+		delete(r.pending, id)
+	}
+	r.mu.Unlock()
+	r.stop()
+	r.wg.Wait()
+}

@@ -1,0 +1,520 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Errors a Session returns; callers test them with errors.Is.
+var (
+	ErrBusy       = errors.New("session is already running a turn")
+	ErrNotRunning = errors.New("session is not running a turn")
+	ErrClosed     = errors.New("session is closed")
+	ErrStalled    = errors.New("claude stalled: no output for too long")
+)
+
+// EventKind says what an Event carries.
+type EventKind int
+
+// The kinds of Event a Session publishes.
+const (
+	// EventCLI carries one message from the CLI, unchanged, in Msg.
+	EventCLI EventKind = iota
+	// EventTurnStart opens a turn; Text is the person's message.
+	EventTurnStart
+	// EventTurnEnd closes a turn, exactly once per EventTurnStart: Msg is
+	// the CLI's result, or Err says why the turn ended without one.
+	EventTurnEnd
+	// EventNotice is something the person should know; Text says what.
+	EventNotice
+)
+
+// Event is what a Session publishes to its Sink.
+type Event struct {
+	Kind        EventKind
+	Msg         *Message
+	Text        string
+	Err         error
+	Interrupted bool
+	Time        time.Time
+}
+
+// Sink receives a Session's events in order. Publish must not block.
+type Sink interface {
+	Publish(Event)
+}
+
+// SinkFunc adapts a function to Sink.
+type SinkFunc func(Event)
+
+// Publish calls f.
+func (f SinkFunc) Publish(ev Event) { f(ev) }
+
+// State is what a session is doing.
+type State string
+
+// Session states, as the sessions list shows them.
+const (
+	StateIdle    State = "idle"
+	StateRunning State = "running"
+	StateWaiting State = "waiting" // a turn waits for the person (a question or a permission)
+)
+
+// SessionConfig configures a Session.
+type SessionConfig struct {
+	// ID is our own stable session id.
+	ID string
+	// Person owns the session; Dir is the person's vault, the CLI's cwd.
+	Person string
+	Dir    string
+	// CLISessionID is the CLI's session id to resume, if any.
+	CLISessionID string
+	Spec         Spec
+	// Handlers builds the control handlers for this session.
+	Handlers func(*Session) Handlers
+	Sink     Sink
+	// StallTimeout kills a CLI that writes nothing for this long while a
+	// turn runs and no question waits for the person; 0 disables.
+	StallTimeout time.Duration
+	Logger       zerolog.Logger
+}
+
+// Session is one chat session: one long-lived CLI process at a time, one
+// turn at a time. A process that died is replaced on the next turn with
+// --resume, so the conversation continues.
+type Session struct {
+	cfg SessionConfig
+	log zerolog.Logger
+
+	mu           sync.Mutex
+	proc         *Process
+	cliSessionID string
+	running      bool
+	waiting      int
+	turn         int
+	interrupting bool
+	closed       bool
+	lastOutput   time.Time
+	lastActivity time.Time
+	stallTimer   *time.Timer
+	killTimer    *time.Timer
+	spawning     *Process // started, not yet initialized
+}
+
+// NewSession returns an idle Session; no process runs until the first turn.
+func NewSession(cfg SessionConfig) *Session {
+	if cfg.Sink == nil {
+		cfg.Sink = SinkFunc(func(Event) {})
+	}
+	return &Session{
+		cfg:          cfg,
+		log:          cfg.Logger.With().Str("session", cfg.ID).Str("person", cfg.Person).Logger(),
+		cliSessionID: cfg.CLISessionID,
+		lastActivity: time.Now(),
+	}
+}
+
+// ID is our session id.
+func (s *Session) ID() string { return s.cfg.ID }
+
+// Person is the session's owner.
+func (s *Session) Person() string { return s.cfg.Person }
+
+// CLISessionID is the CLI's id for the conversation ("" before the first turn).
+func (s *Session) CLISessionID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cliSessionID
+}
+
+// State reports whether the session is idle, running or waiting.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !s.running:
+		return StateIdle
+	case s.waiting > 0:
+		return StateWaiting
+	default:
+		return StateRunning
+	}
+}
+
+// LastActivity is when a turn last started or ended.
+func (s *Session) LastActivity() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastActivity
+}
+
+// Pid is the process id of the live CLI, or 0.
+func (s *Session) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.Pid()
+}
+
+// Live reports whether a CLI process is running for this session.
+func (s *Session) Live() bool { return s.Pid() != 0 }
+
+// Send starts a turn with the person's message. It returns once the message
+// is with the CLI (or the turn has already ended with an error event); the
+// turn's events follow on the Sink. ErrBusy if a turn is running.
+func (s *Session) Send(ctx context.Context, text string) error {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return ErrClosed
+	case s.running:
+		s.mu.Unlock()
+		return ErrBusy
+	}
+	s.running = true
+	s.interrupting = false
+	s.turn++
+	turn := s.turn
+	s.lastActivity = time.Now()
+	s.mu.Unlock()
+
+	s.publish(Event{Kind: EventTurnStart, Text: text})
+	proc, err := s.ensureProcess(ctx)
+	if err == nil {
+		s.mu.Lock()
+		interrupted := s.interrupting && s.turn == turn
+		s.mu.Unlock()
+		if interrupted {
+			s.endTurn(turn, nil, nil, true)
+			return nil
+		}
+		s.touch()
+		err = proc.SendUser(text)
+	}
+	if err != nil {
+		s.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
+	}
+	return nil
+}
+
+// ensureProcess returns the live process, starting (and initializing) one
+// when there is none. A resume the CLI cannot do starts a fresh
+// conversation, once, and says so.
+func (s *Session) ensureProcess(ctx context.Context) (*Process, error) {
+	s.mu.Lock()
+	if s.proc != nil {
+		p := s.proc
+		s.mu.Unlock()
+		return p, nil
+	}
+	resume := s.cliSessionID
+	s.mu.Unlock()
+
+	p, err := s.spawn(ctx, resume)
+	if err != nil && resume != "" && resumeFailed(err) {
+		s.log.Warn().Str("cli_session", resume).Err(err).Msg("resume failed; starting a fresh conversation")
+		s.publish(Event{Kind: EventNotice, Text: "The earlier conversation could not be resumed; starting a fresh one."})
+		s.mu.Lock()
+		s.cliSessionID = ""
+		s.mu.Unlock()
+		p, err = s.spawn(ctx, "")
+	}
+	return p, err
+}
+
+func resumeFailed(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "No conversation found") || strings.Contains(msg, "--resume")
+}
+
+func (s *Session) spawn(ctx context.Context, resume string) (*Process, error) {
+	spec := s.cfg.Spec
+	var h Handlers
+	if s.cfg.Handlers != nil {
+		h = s.cfg.Handlers(s)
+	}
+	var p *Process
+	ready := make(chan struct{})
+	var err error
+	p, err = StartProcess(ProcessConfig{
+		Path:     spec.Binary,
+		Args:     spec.Args(resume),
+		Dir:      s.cfg.Dir,
+		Env:      spec.Env,
+		Handlers: h,
+		OnMessage: func(m *Message) {
+			<-ready
+			s.onMessage(p, m)
+		},
+		OnExit: func(err error) {
+			<-ready
+			s.onExit(p, err)
+		},
+		Grace:  spec.grace(),
+		Logger: s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.spawning = p
+	s.mu.Unlock()
+	close(ready)
+	if closed {
+		_ = p.Close()
+		return nil, ErrClosed
+	}
+	s.log.Info().Int("pid", p.Pid()).Str("resume", resume).Msg("claude process started")
+
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spec.initTimeout())
+	defer cancel()
+	_, err = p.Request(ictx, "initialize", spec.initializeBody())
+	s.mu.Lock()
+	s.spawning = nil
+	if err == nil && s.closed {
+		err = ErrClosed
+	}
+	if err == nil {
+		s.proc = p
+	}
+	s.mu.Unlock()
+	if err != nil {
+		p.Kill()
+		_ = p.Close()
+		if errors.Is(err, ErrProcessExited) {
+			return nil, fmt.Errorf("initialize: %w", p.Err())
+		}
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return p, nil
+}
+
+func (s *Session) onMessage(p *Process, m *Message) {
+	s.mu.Lock()
+	if s.proc != p {
+		// Before initialize is answered the CLI only writes on its way out
+		// (a failed --resume ends with an error result): that belongs to
+		// the start-up error, not to the turn.
+		starting := s.spawning == p
+		s.mu.Unlock()
+		if starting {
+			s.log.Debug().Str("type", m.Type).Str("subtype", m.Subtype).Msg("cli output during start-up")
+		}
+		return
+	}
+	if m.SessionID != "" && (m.Type == "result" || (m.Type == "system" && m.Subtype == "init")) {
+		s.cliSessionID = m.SessionID
+	}
+	turn, running := s.turn, s.running
+	interrupted := s.interrupting
+	s.mu.Unlock()
+	s.touch()
+
+	s.publish(Event{Kind: EventCLI, Msg: m})
+	if m.Type == "result" && running {
+		s.endTurn(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming")
+	}
+}
+
+func (s *Session) onExit(p *Process, err error) {
+	s.mu.Lock()
+	if s.proc != p {
+		s.mu.Unlock()
+		return
+	}
+	s.proc = nil
+	turn, running, closed := s.turn, s.running, s.closed
+	interrupting := s.interrupting
+	s.mu.Unlock()
+	if !running {
+		if err != nil {
+			s.log.Warn().Err(err).Msg("claude exited between turns; the next turn resumes")
+		}
+		return
+	}
+	switch {
+	case closed:
+		err = ErrClosed
+	case err == nil:
+		err = ErrProcessExited
+	}
+	s.endTurn(turn, nil, err, interrupting)
+}
+
+// endTurn closes turn once: a later call for the same turn does nothing.
+func (s *Session) endTurn(turn int, result *Message, err error, interrupted bool) {
+	s.mu.Lock()
+	if !s.running || s.turn != turn {
+		s.mu.Unlock()
+		return
+	}
+	s.running = false
+	s.waiting = 0
+	s.interrupting = false
+	s.lastActivity = time.Now()
+	stopTimer(&s.stallTimer)
+	stopTimer(&s.killTimer)
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Warn().Err(err).Msg("turn ended with an error")
+	}
+	s.publish(Event{Kind: EventTurnEnd, Msg: result, Err: err, Interrupted: interrupted})
+}
+
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
+	}
+}
+
+// touch records output from the CLI and re-arms the stall watchdog.
+func (s *Session) touch() {
+	if s.cfg.StallTimeout <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastOutput = time.Now()
+	if !s.running {
+		return
+	}
+	if s.stallTimer == nil {
+		turn := s.turn
+		s.stallTimer = time.AfterFunc(s.cfg.StallTimeout, func() { s.checkStall(turn) })
+	}
+}
+
+func (s *Session) checkStall(turn int) {
+	s.mu.Lock()
+	s.stallTimer = nil
+	if !s.running || s.turn != turn || s.proc == nil {
+		s.mu.Unlock()
+		return
+	}
+	idle := time.Since(s.lastOutput)
+	if s.waiting > 0 || idle < s.cfg.StallTimeout {
+		// Waiting for the person is not a stall; output came in meanwhile.
+		s.stallTimer = time.AfterFunc(max(s.cfg.StallTimeout-idle, time.Second), func() { s.checkStall(turn) })
+		s.mu.Unlock()
+		return
+	}
+	p := s.proc
+	s.mu.Unlock()
+	s.log.Warn().Dur("silent", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
+	s.endTurn(turn, nil, fmt.Errorf("%w (%s)", ErrStalled, idle.Round(time.Second)), false)
+	p.Kill()
+}
+
+// Interrupt stops the running turn in-band; the turn ends with its result.
+// If the CLI does not end the turn within grace, the process is killed and
+// the turn ends with an error, so an interrupt never hangs.
+func (s *Session) Interrupt(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.running {
+		s.mu.Unlock()
+		return ErrNotRunning
+	}
+	s.interrupting = true
+	turn := s.turn
+	p := s.proc
+	grace := s.cfg.Spec.grace()
+	if s.killTimer == nil && p != nil {
+		s.killTimer = time.AfterFunc(grace, func() {
+			s.mu.Lock()
+			still := s.running && s.turn == turn
+			s.killTimer = nil
+			s.mu.Unlock()
+			if still {
+				s.log.Warn().Msg("interrupt did not end the turn; killing claude")
+				p.Kill()
+			}
+		})
+	}
+	s.mu.Unlock()
+	if p == nil {
+		return nil // still starting: Send sees the flag and ends the turn
+	}
+	rctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	if _, err := p.Request(rctx, "interrupt", nil); err != nil && !errors.Is(err, ErrProcessExited) {
+		s.log.Warn().Err(err).Msg("interrupt request failed")
+	}
+	return nil
+}
+
+// Control sends another control request (set_permission_mode, set_model,
+// ...) to the live process. ErrNotRunning if none runs.
+func (s *Session) Control(ctx context.Context, subtype string, body map[string]any) ([]byte, error) {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return nil, ErrNotRunning
+	}
+	return p.Request(ctx, subtype, body)
+}
+
+// SetWaiting marks that the running turn waits for (true) or got (false) an
+// answer from the person; the sessions list shows it and the stall
+// watchdog holds off meanwhile.
+func (s *Session) SetWaiting(waiting bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if waiting {
+		s.waiting++
+	} else if s.waiting > 0 {
+		s.waiting--
+	}
+	s.lastOutput = time.Now()
+}
+
+// Notice publishes something the person should know to the session's
+// clients.
+func (s *Session) Notice(text string) {
+	s.publish(Event{Kind: EventNotice, Text: text})
+}
+
+// Stop ends the live process, if any, keeping the session: the next turn
+// resumes. A running turn ends with an error.
+func (s *Session) Stop() error {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.Close()
+}
+
+// Close ends the session and its process; it is idempotent.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	p, starting := s.proc, s.spawning
+	s.mu.Unlock()
+	if starting != nil {
+		starting.Kill()
+	}
+	if p != nil {
+		return p.Close()
+	}
+	return nil
+}
+
+func (s *Session) publish(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	s.cfg.Sink.Publish(ev)
+}

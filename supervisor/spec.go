@@ -1,0 +1,113 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Spec is how every CLI process of a session is launched.
+type Spec struct {
+	// Binary is the claude executable.
+	Binary string
+	// Env is the child's environment (see CleanEnv).
+	Env []string
+	// SystemPrompt replaces the CLI's default system prompt when set.
+	SystemPrompt string
+	// Tools is the tool set the model sees (--tools).
+	Tools []string
+	// AllowedTools run without asking (--allowedTools).
+	AllowedTools []string
+	// DisallowedTools are never available (--disallowedTools).
+	DisallowedTools []string
+	// PermissionMode is passed as --permission-mode when set.
+	PermissionMode string
+	// SDKMCPServers are MCP servers hosted by this process, answered through
+	// mcp_message control requests.
+	SDKMCPServers []string
+	// Hooks are registered in the initialize request.
+	Hooks map[string][]HookMatcher
+	// Model is passed as --model when set.
+	Model string
+	// ExtraArgs are appended as they are.
+	ExtraArgs []string
+	// Grace bounds each step of stopping a process; default 3s.
+	Grace time.Duration
+	// InitTimeout bounds start-up to the initialize response; default 60s.
+	InitTimeout time.Duration
+}
+
+// HookMatcher registers hook callback ids for tools matching Matcher (a
+// tool-name pattern such as "Read|Write").
+type HookMatcher struct {
+	Matcher         string   `json:"matcher"`
+	HookCallbackIDs []string `json:"hookCallbackIds"`
+	Timeout         int      `json:"timeout,omitempty"`
+}
+
+// Args returns the command line for one process; resume is the CLI session
+// id to continue, or "".
+func (s Spec) Args(resume string) []string {
+	args := []string{
+		"-p",
+		"--input-format", "stream-json",
+		"--output-format", "stream-json",
+		"--verbose",
+		"--include-partial-messages",
+		"--permission-prompt-tool", "stdio",
+	}
+	if s.SystemPrompt != "" {
+		args = append(args, "--system-prompt", s.SystemPrompt)
+	}
+	args = append(args, "--tools", strings.Join(s.Tools, ","))
+	if len(s.AllowedTools) > 0 {
+		args = append(args, "--allowedTools", strings.Join(s.AllowedTools, ","))
+	}
+	if len(s.DisallowedTools) > 0 {
+		args = append(args, "--disallowedTools", strings.Join(s.DisallowedTools, ","))
+	}
+	if s.PermissionMode != "" {
+		args = append(args, "--permission-mode", s.PermissionMode)
+	}
+	if len(s.SDKMCPServers) > 0 {
+		servers := map[string]any{}
+		for _, name := range s.SDKMCPServers {
+			servers[name] = map[string]string{"type": "sdk", "name": name}
+		}
+		cfg, _ := json.Marshal(map[string]any{"mcpServers": servers})
+		args = append(args, "--mcp-config", string(cfg))
+	}
+	if s.Model != "" {
+		args = append(args, "--model", s.Model)
+	}
+	if resume != "" {
+		args = append(args, "--resume", resume)
+	}
+	return append(args, s.ExtraArgs...)
+}
+
+func (s Spec) initializeBody() map[string]any {
+	hooks := s.Hooks
+	if hooks == nil {
+		hooks = map[string][]HookMatcher{}
+	}
+	servers := s.SDKMCPServers
+	if servers == nil {
+		servers = []string{}
+	}
+	return map[string]any{"hooks": hooks, "sdkMcpServers": servers}
+}
+
+func (s Spec) grace() time.Duration {
+	if s.Grace > 0 {
+		return s.Grace
+	}
+	return 3 * time.Second
+}
+
+func (s Spec) initTimeout() time.Duration {
+	if s.InitTimeout > 0 {
+		return s.InitTimeout
+	}
+	return 60 * time.Second
+}
