@@ -1,0 +1,293 @@
+// Package linkedintest is a fake LinkedIn REST API on httptest for tests of
+// code that posts and comments. It checks what a real LinkedIn would insist
+// on (version and protocol headers, a known bearer token, the author that
+// token belongs to, percent-encoded URNs, the body shapes) and answers the
+// way LinkedIn does, including scripted failures such as 429 with
+// Retry-After.
+package linkedintest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Request is one request the fake received.
+type Request struct {
+	Method string
+	// Path is the escaped path, as sent.
+	Path string
+	// Token is the bearer token.
+	Token  string
+	Header http.Header
+	Body   map[string]any
+}
+
+// Response is a scripted answer.
+type Response struct {
+	Status int
+	Header http.Header
+	// Body is sent as it is; when empty, a LinkedIn-style JSON error for
+	// Status is sent.
+	Body string
+}
+
+// Server is the fake API.
+type Server struct {
+	// URL is the base URL to configure the client with.
+	URL string
+	// Version is the LinkedIn-Version every request must carry.
+	Version string
+
+	mu       sync.Mutex
+	authors  map[string]string // token -> author URN
+	requests []Request
+	script   []Response
+	comments map[string][]map[string]any // thread URN -> comments
+	nextID   int64
+}
+
+// New starts a fake that expects LinkedIn-Version version. It is closed when
+// the test ends.
+func New(tb testing.TB, version string) *Server {
+	tb.Helper()
+	s := &Server{
+		Version:  version,
+		authors:  map[string]string{},
+		comments: map[string][]map[string]any{},
+		nextID:   7000,
+	}
+	srv := httptest.NewServer(s)
+	tb.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+// AddAccount makes token valid, acting as author.
+func (s *Server) AddAccount(token, author string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.authors[token] = author
+}
+
+// Enqueue makes the next requests get these answers, in order, before any
+// normal handling (the requests are still recorded).
+func (s *Server) Enqueue(rs ...Response) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, rs...)
+}
+
+// AddComment seeds a comment on thread (a post or comment URN) and returns
+// its URN.
+func (s *Server) AddComment(thread, actor, text string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addCommentLocked(thread, thread, "", actor, text)
+}
+
+// Requests returns a copy of what was received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+func (s *Server) addCommentLocked(thread, object, parent, actor, text string) string {
+	s.nextID++
+	id := strconv.FormatInt(s.nextID, 10)
+	activity := object
+	if strings.HasPrefix(activity, "urn:li:share:") || strings.HasPrefix(activity, "urn:li:ugcPost:") {
+		// LinkedIn keys comments by the post's activity; the fake keeps the
+		// number so tests can follow it.
+		activity = "urn:li:activity:" + activity[strings.LastIndex(activity, ":")+1:]
+	}
+	urn := "urn:li:comment:(" + activity + "," + id + ")"
+	c := map[string]any{
+		"$URN":       urn,
+		"commentUrn": urn,
+		"id":         id,
+		"actor":      actor,
+		"object":     object,
+		"message":    map[string]any{"text": text},
+		"created":    map[string]any{"actor": actor, "time": 1767225600000 + s.nextID},
+	}
+	if parent != "" {
+		c["parentComment"] = parent
+	}
+	s.comments[thread] = append(s.comments[thread], c)
+	return urn
+}
+
+// ServeHTTP implements the fake API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req := Request{
+		Method: r.Method,
+		Path:   r.URL.EscapedPath(),
+		Token:  strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "),
+		Header: r.Header.Clone(),
+	}
+	if r.Body != nil && r.Method == http.MethodPost {
+		if err := json.NewDecoder(r.Body).Decode(&req.Body); err != nil {
+			s.record(req)
+			fail(w, http.StatusBadRequest, "ILLEGAL_ARGUMENT", "body is not JSON: "+err.Error())
+			return
+		}
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	var scripted *Response
+	if len(s.script) > 0 {
+		scripted = &s.script[0]
+		s.script = s.script[1:]
+	}
+	author, known := s.authors[req.Token]
+	s.mu.Unlock()
+
+	if scripted != nil {
+		for k, vs := range scripted.Header {
+			for _, v := range vs {
+				w.Header().Add(k, v)
+			}
+		}
+		if scripted.Body == "" {
+			fail(w, scripted.Status, "", http.StatusText(scripted.Status))
+			return
+		}
+		w.WriteHeader(scripted.Status)
+		_, _ = w.Write([]byte(scripted.Body))
+		return
+	}
+	switch {
+	case r.Header.Get("LinkedIn-Version") != s.Version:
+		fail(w, http.StatusBadRequest, "VERSION_MISSING", fmt.Sprintf("LinkedIn-Version must be %s, got %q", s.Version, r.Header.Get("LinkedIn-Version")))
+		return
+	case r.Header.Get("X-Restli-Protocol-Version") != "2.0.0":
+		fail(w, http.StatusBadRequest, "ILLEGAL_ARGUMENT", "X-Restli-Protocol-Version must be 2.0.0")
+		return
+	case !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") || !known:
+		fail(w, http.StatusUnauthorized, "INVALID_ACCESS_TOKEN", "Invalid access token")
+		return
+	case r.Method == http.MethodPost && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
+		fail(w, http.StatusUnsupportedMediaType, "", "Content-Type must be application/json")
+		return
+	}
+
+	path := r.URL.EscapedPath()
+	switch {
+	case r.Method == http.MethodPost && path == "/rest/posts":
+		s.createPost(w, req.Body, author)
+	case strings.HasPrefix(path, "/rest/socialActions/") && strings.HasSuffix(path, "/comments"):
+		enc := strings.TrimSuffix(strings.TrimPrefix(path, "/rest/socialActions/"), "/comments")
+		if strings.ContainsAny(enc, ":(),") {
+			fail(w, http.StatusBadRequest, "ILLEGAL_ARGUMENT", "the URN in the path must be URL-encoded")
+			return
+		}
+		thread, err := url.PathUnescape(enc)
+		if err != nil {
+			fail(w, http.StatusBadRequest, "ILLEGAL_ARGUMENT", "bad URN encoding")
+			return
+		}
+		if r.Method == http.MethodGet {
+			s.listComments(w, thread)
+			return
+		}
+		if r.Method == http.MethodPost {
+			s.createComment(w, req.Body, thread, author)
+			return
+		}
+		fail(w, http.StatusMethodNotAllowed, "", "method not allowed")
+	default:
+		fail(w, http.StatusNotFound, "", "no such resource: "+r.Method+" "+path)
+	}
+}
+
+func (s *Server) record(req Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, req)
+}
+
+func (s *Server) createPost(w http.ResponseWriter, body map[string]any, author string) {
+	dist, _ := body["distribution"].(map[string]any)
+	switch {
+	case body["author"] != author:
+		fail(w, http.StatusForbidden, "ACCESS_DENIED", fmt.Sprintf("Not enough permissions to post as %v", body["author"]))
+		return
+	case str(body["commentary"]) == "":
+		fail(w, http.StatusUnprocessableEntity, "", "commentary is required")
+		return
+	case body["visibility"] != "PUBLIC", body["lifecycleState"] != "PUBLISHED", dist == nil || dist["feedDistribution"] != "MAIN_FEED":
+		fail(w, http.StatusUnprocessableEntity, "", "visibility, lifecycleState and distribution.feedDistribution are required")
+		return
+	}
+	s.mu.Lock()
+	s.nextID++
+	urn := "urn:li:share:" + strconv.FormatInt(s.nextID, 10)
+	s.mu.Unlock()
+	w.Header().Set("x-restli-id", urn)
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *Server) createComment(w http.ResponseWriter, body map[string]any, thread, author string) {
+	msg, _ := body["message"].(map[string]any)
+	object, parent := str(body["object"]), str(body["parentComment"])
+	switch {
+	case body["actor"] != author:
+		fail(w, http.StatusForbidden, "ACCESS_DENIED", fmt.Sprintf("Not enough permissions to comment as %v", body["actor"]))
+		return
+	case msg == nil || str(msg["text"]) == "":
+		fail(w, http.StatusUnprocessableEntity, "", "message.text is required")
+		return
+	case strings.HasPrefix(thread, "urn:li:comment:") && parent != thread:
+		fail(w, http.StatusUnprocessableEntity, "", "a nested comment must name the comment in the path as parentComment")
+		return
+	case !strings.HasPrefix(thread, "urn:li:comment:") && (object != thread || parent != ""):
+		fail(w, http.StatusUnprocessableEntity, "", "object must be the post in the path")
+		return
+	case object == "":
+		fail(w, http.StatusUnprocessableEntity, "", "object is required")
+		return
+	}
+	s.mu.Lock()
+	s.addCommentLocked(thread, object, parent, author, str(msg["text"]))
+	c := s.comments[thread][len(s.comments[thread])-1]
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("x-restli-id", str(c["id"]))
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(c)
+}
+
+func (s *Server) listComments(w http.ResponseWriter, thread string) {
+	s.mu.Lock()
+	elems := append([]map[string]any{}, s.comments[thread]...)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"elements": elems,
+		"paging":   map[string]any{"start": 0, "count": len(elems), "total": len(elems)},
+	})
+}
+
+// fail answers in LinkedIn's error shape.
+func fail(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	body := map[string]any{"status": status, "message": msg}
+	if code != "" {
+		body["code"] = code
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
