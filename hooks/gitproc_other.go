@@ -1,0 +1,9 @@
+//go:build !unix
+
+package hooks
+
+import "os/exec"
+
+// inOwnGroup leaves the default: without process groups only git itself is
+// killed on cancel.
+func inOwnGroup(cmd *exec.Cmd) {}

@@ -1,0 +1,377 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// ErrClosed is returned by a GitSync that has been closed.
+var ErrClosed = errors.New("git sync is closed")
+
+// GitConfig configures a GitSync.
+type GitConfig struct {
+	// Root is the vault repository's work tree.
+	Root string
+	// Remote is the remote to pull from and push to. Empty: the remote the
+	// current branch tracks, if any; a branch that tracks nothing is only
+	// committed locally.
+	Remote string
+	// Branch is the remote branch. Empty: the branch the current branch
+	// tracks, else the current branch's own name.
+	Branch string
+	// Timeout bounds each git call; default 30s.
+	Timeout time.Duration
+	// PushRetries bounds how often a push the remote rejected is pulled
+	// and tried again; default 3.
+	PushRetries int
+	// Git is the git executable; default "git" from PATH.
+	Git string
+	// Env is added to the environment of every git call.
+	Env []string
+	// AuthorName and AuthorEmail sign the commits; default "Major" and
+	// "major@localhost".
+	AuthorName, AuthorEmail string
+	Logger                  zerolog.Logger
+}
+
+// GitSync serialises every write to the vault repository: all writers (the
+// audit logs, end-of-turn commits, other features' activity logs) share one
+// GitSync, so two sessions never run git in the same work tree at once.
+type GitSync struct {
+	cfg GitConfig
+	log zerolog.Logger
+
+	// sem is a one-slot queue; a channel rather than a mutex so that a
+	// writer waiting its turn gives up when its context ends.
+	sem chan struct{}
+	// base is cancelled by Close: it kills the git call in flight.
+	base context.Context
+	stop context.CancelFunc
+	once sync.Once
+}
+
+// NewGitSync returns a GitSync for the repository at cfg.Root.
+func NewGitSync(cfg GitConfig) *GitSync {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.PushRetries <= 0 {
+		cfg.PushRetries = 3
+	}
+	if cfg.Git == "" {
+		cfg.Git = "git"
+	}
+	if cfg.AuthorName == "" {
+		cfg.AuthorName = "Major"
+	}
+	if cfg.AuthorEmail == "" {
+		cfg.AuthorEmail = "major@localhost"
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &GitSync{
+		cfg:  cfg,
+		log:  cfg.Logger.With().Str("component", "gitsync").Logger(),
+		sem:  make(chan struct{}, 1),
+		base: base,
+		stop: stop,
+	}
+}
+
+// Close stops the git call in flight, waits for its writer to finish and
+// makes every later call fail with ErrClosed. It is idempotent.
+func (g *GitSync) Close() error {
+	g.once.Do(func() {
+		g.stop()
+		g.sem <- struct{}{} // wait for the writer in flight; never released
+	})
+	return nil
+}
+
+// Commit commits the given paths (relative to Root) as they are in the work
+// tree, with message, and pushes when there is a remote. Nothing to commit
+// is not an error.
+func (g *GitSync) Commit(ctx context.Context, message string, paths ...string) error {
+	return g.Do(ctx, message, paths, nil)
+}
+
+// Do runs one write to the repository in the queue: pull (rebase) when there
+// is a remote, then write (may be nil), then commit paths with message and
+// push; a push the remote rejected because it moved on is pulled and tried
+// again a bounded number of times. A failed pull does not stop the write
+// and the local commit, so nothing written is lost; the error is still
+// returned. An error from write stops before the commit.
+func (g *GitSync) Do(ctx context.Context, message string, paths []string, write func() error) error {
+	if err := checkPaths(paths); err != nil {
+		return err
+	}
+	if err := g.acquire(ctx); err != nil {
+		return err
+	}
+	defer func() { <-g.sem }()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(g.base, cancel)
+	defer stop()
+
+	up, err := g.upstream(ctx)
+	if err != nil {
+		return g.fail("find upstream", err)
+	}
+	var pullErr error
+	if up.remote != "" {
+		pullErr = g.pull(ctx, up)
+		if pullErr != nil {
+			g.log.Warn().Err(pullErr).Msg("pull before write failed; writing and committing locally")
+		}
+	}
+	if write != nil {
+		if err := write(); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+	committed, err := g.commit(ctx, message, paths)
+	if err != nil {
+		return g.fail("commit", err)
+	}
+	switch {
+	case up.remote == "":
+		return nil
+	case committed:
+		if err := g.push(ctx, up); err != nil {
+			return g.fail("push", err)
+		}
+		return nil
+	case pullErr != nil:
+		return fmt.Errorf("git pull: %w", pullErr) // logged above
+	}
+	return nil
+}
+
+// Changed reports whether anything under paths differs from HEAD or is
+// untracked (git status --porcelain).
+func (g *GitSync) Changed(ctx context.Context, paths ...string) (bool, error) {
+	if err := checkPaths(paths); err != nil {
+		return false, err
+	}
+	if err := g.acquire(ctx); err != nil {
+		return false, err
+	}
+	defer func() { <-g.sem }()
+	out, err := g.git(ctx, append([]string{"status", "--porcelain", "--untracked-files=all", "--"}, paths...)...)
+	if err != nil {
+		return false, g.fail("status", err)
+	}
+	return strings.TrimSpace(out) != "", nil
+}
+
+func (g *GitSync) acquire(ctx context.Context) error {
+	if g.base.Err() != nil {
+		return ErrClosed
+	}
+	select {
+	case g.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("wait for git queue: %w", ctx.Err())
+	case <-g.base.Done():
+		return ErrClosed
+	}
+	if g.base.Err() != nil {
+		<-g.sem
+		return ErrClosed
+	}
+	return nil
+}
+
+func (g *GitSync) fail(step string, err error) error {
+	g.log.Error().Err(err).Str("step", step).Msg("git sync failed")
+	return fmt.Errorf("git %s: %w", step, err)
+}
+
+// checkPaths refuses paths that are absolute or leave the work tree: they
+// are pathspecs, and a caller's mistake must not commit the whole vault.
+func checkPaths(paths []string) error {
+	if len(paths) == 0 {
+		return errors.New("git sync: no paths to commit")
+	}
+	for _, p := range paths {
+		c := filepath.Clean(p)
+		if p == "" || filepath.IsAbs(p) || c == ".." || strings.HasPrefix(c, "../") || strings.HasPrefix(p, ":") {
+			return fmt.Errorf("git sync: path %q is not inside the repository", p)
+		}
+	}
+	return nil
+}
+
+type upstream struct{ remote, branch string }
+
+// upstream finds where to pull from and push to.
+func (g *GitSync) upstream(ctx context.Context) (upstream, error) {
+	local, err := g.git(ctx, "symbolic-ref", "--short", "-q", "HEAD")
+	if err != nil {
+		return upstream{}, fmt.Errorf("current branch (detached HEAD?): %w", err)
+	}
+	local = strings.TrimSpace(local)
+	up := upstream{remote: g.cfg.Remote, branch: g.cfg.Branch}
+	if up.remote == "" {
+		// Exit status 1 means the key is unset: the branch tracks nothing.
+		r, err := g.git(ctx, "config", "--get", "branch."+local+".remote")
+		if err != nil && !isExit(err, 1) {
+			return upstream{}, err
+		}
+		up.remote = strings.TrimSpace(r)
+	}
+	if up.remote == "" {
+		return upstream{}, nil
+	}
+	if up.branch == "" {
+		m, err := g.git(ctx, "config", "--get", "branch."+local+".merge")
+		if err != nil && !isExit(err, 1) {
+			return upstream{}, err
+		}
+		up.branch = strings.TrimPrefix(strings.TrimSpace(m), "refs/heads/")
+	}
+	if up.branch == "" {
+		up.branch = local
+	}
+	return up, nil
+}
+
+// pull rebases local commits onto the remote branch. A remote without the
+// branch yet (a new, empty remote) has nothing to pull.
+func (g *GitSync) pull(ctx context.Context, up upstream) error {
+	_, err := g.git(ctx, "pull", "--rebase", "--autostash", "--quiet", up.remote, up.branch)
+	if err == nil {
+		return nil
+	}
+	if _, lsErr := g.git(ctx, "ls-remote", "--exit-code", "--heads", up.remote, up.branch); isExit(lsErr, 2) {
+		return nil
+	}
+	// A conflicting rebase stops half way; put the branch back as it was
+	// so the work tree stays usable and the next write can try again.
+	if _, statErr := os.Stat(filepath.Join(g.gitDir(ctx), "rebase-merge")); statErr == nil {
+		_, _ = g.git(context.WithoutCancel(ctx), "rebase", "--abort")
+	}
+	return err
+}
+
+func (g *GitSync) gitDir(ctx context.Context) string {
+	d, err := g.git(ctx, "rev-parse", "--absolute-git-dir")
+	if err != nil {
+		return filepath.Join(g.cfg.Root, ".git")
+	}
+	return strings.TrimSpace(d)
+}
+
+// commit stages and commits only paths; false when there was nothing to
+// commit.
+func (g *GitSync) commit(ctx context.Context, message string, paths []string) (bool, error) {
+	if _, err := g.git(ctx, append([]string{"add", "--all", "--"}, paths...)...); err != nil {
+		return false, err
+	}
+	_, err := g.git(ctx, append([]string{"diff", "--cached", "--quiet", "--"}, paths...)...)
+	if err == nil {
+		return false, nil
+	}
+	if !isExit(err, 1) {
+		return false, err
+	}
+	// --only with the pathspec leaves anything else that happens to be
+	// staged out of this commit.
+	if _, err := g.git(ctx, append([]string{"commit", "--quiet", "--no-verify", "--only", "-m", message, "--"}, paths...)...); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// push pushes HEAD; when the remote rejects it (someone pushed meanwhile)
+// it pulls with rebase and tries again, PushRetries times at most.
+func (g *GitSync) push(ctx context.Context, up upstream) error {
+	var err error
+	for attempt := 0; attempt <= g.cfg.PushRetries; attempt++ {
+		if attempt > 0 {
+			g.log.Info().Int("attempt", attempt).Msg("push rejected; pulling and retrying")
+			if perr := g.pull(ctx, up); perr != nil {
+				return fmt.Errorf("pull after rejected push: %w", perr)
+			}
+		}
+		_, err = g.git(ctx, "push", "--quiet", "--porcelain", up.remote, "HEAD:refs/heads/"+up.branch)
+		if err == nil || !rejected(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("still rejected after %d retries: %w", g.cfg.PushRetries, err)
+}
+
+// rejected tells a push the remote refused because it has commits we lack
+// from other failures (network, auth), which a retry would not fix.
+func rejected(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "[rejected]") || strings.Contains(msg, "non-fast-forward") ||
+		strings.Contains(msg, "fetch first") || strings.Contains(msg, "cannot lock ref")
+}
+
+// gitError is a git call that failed, with what it said.
+type gitError struct {
+	args   []string
+	err    error
+	output string
+}
+
+func (e *gitError) Error() string {
+	out := strings.TrimSpace(e.output)
+	if len(out) > 600 {
+		out = out[:600] + "…"
+	}
+	return fmt.Sprintf("git %s: %v: %s", strings.Join(e.args, " "), e.err, out)
+}
+
+func (e *gitError) Unwrap() error { return e.err }
+
+func isExit(err error, code int) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == code
+}
+
+// git runs one git command in Root, bounded by Timeout, and returns stdout.
+func (g *GitSync) git(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
+	full := append([]string{
+		"-c", "user.name=" + g.cfg.AuthorName,
+		"-c", "user.email=" + g.cfg.AuthorEmail,
+		// Hooks would run code from the repository on every commit; the
+		// vault is data, so none run.
+		"-c", "core.hooksPath=/dev/null",
+		"-c", "commit.gpgsign=false",
+	}, args...)
+	cmd := exec.CommandContext(ctx, g.cfg.Git, full...)
+	cmd.Dir = g.cfg.Root
+	cmd.Env = append(os.Environ(),
+		"GIT_TERMINAL_PROMPT=0", // fail instead of waiting for credentials
+		"GIT_EDITOR=true",
+		"LC_ALL=C", // messages we match on are in English
+	)
+	cmd.Env = append(cmd.Env, g.cfg.Env...)
+	inOwnGroup(cmd)
+	cmd.WaitDelay = 2 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return stdout.String(), &gitError{args: args, err: err, output: stderr.String() + stdout.String()}
+	}
+	return stdout.String(), nil
+}

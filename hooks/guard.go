@@ -1,0 +1,248 @@
+package hooks
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// writeTools change the files named in their input.
+var writeTools = map[string]bool{"Write": true, "Edit": true, "MultiEdit": true, "NotebookEdit": true}
+
+// pathKeys are tool input fields that hold one file or folder path, for the
+// built-in tools and for any other tool that uses the same names.
+var pathKeys = map[string]bool{
+	"file_path": true, "path": true, "notebook_path": true,
+	"directory": true, "dir": true, "cwd": true, "folder": true,
+}
+
+// protectedNames configure the CLI or the repository when they sit inside
+// the vault, so the model may read them but never write them:
+//   - .claude/ holds settings (hooks, permissions, env), skills, agents and
+//     commands, and .mcp.json declares MCP servers that run programs;
+//     IsolationArgs keeps the CLI from loading them, and this keeps a
+//     session from planting them for a run without those flags (a person's
+//     own Claude Code on a synced copy of the vault, say).
+//   - CLAUDE.md and CLAUDE.local.md become standing instructions the same
+//     way.
+//   - .git would turn a folder into a nested repository and its hooks run
+//     code on git commands.
+var protectedNames = map[string]bool{
+	".claude": true, ".mcp.json": true, "CLAUDE.md": true, "CLAUDE.local.md": true, ".git": true,
+}
+
+// Guard decides whether a tool call stays inside one person's vault.
+type Guard struct {
+	// VaultRoot holds one folder per person.
+	VaultRoot string
+}
+
+// Check returns "" when the call may run, or the reason it may not, which
+// the model sees. cwd is the CLI's working directory from the hook input;
+// relative paths resolve against it. Anything the guard cannot understand
+// is refused.
+func (g Guard) Check(person, cwd, tool string, input json.RawMessage) string {
+	vault, err := g.vault(person)
+	if err != nil {
+		return err.Error()
+	}
+	if cwd == "" {
+		cwd = vault
+	}
+	var fields map[string]any
+	if len(input) > 0 && string(input) != "null" {
+		if err := json.Unmarshal(input, &fields); err != nil {
+			return "The tool input could not be checked against the vault boundary."
+		}
+	}
+	if tool == "Glob" {
+		if p, ok := fields["pattern"].(string); ok {
+			if reason := g.checkGlob(vault, cwd, baseOf(fields, cwd), p); reason != "" {
+				return reason
+			}
+		}
+	}
+	if tool == "Grep" {
+		// Grep's pattern is a regular expression over file contents; its
+		// glob field is what selects files.
+		if p, ok := fields["glob"].(string); ok {
+			if reason := g.checkGlob(vault, cwd, baseOf(fields, cwd), p); reason != "" {
+				return reason
+			}
+		}
+	}
+	for _, p := range pathsIn(fields) {
+		resolved, reason := g.resolve(vault, cwd, p)
+		if reason != "" {
+			return reason
+		}
+		if writeTools[tool] {
+			if name := protectedIn(vault, resolved); name != "" {
+				return fmt.Sprintf("Access denied: %s in the vault configures the assistant and cannot be written.", name)
+			}
+		}
+	}
+	return ""
+}
+
+// vault is the person's folder with symlinks resolved.
+func (g Guard) vault(person string) (string, error) {
+	if person == "" || person == "." || person == ".." || strings.ContainsAny(person, `/\`) || strings.ContainsRune(person, 0) {
+		return "", errors.New("Access denied: the session has no valid person, so no vault to work in.")
+	}
+	v, err := filepath.EvalSymlinks(filepath.Join(g.VaultRoot, person))
+	if err != nil {
+		return "", errors.New("Access denied: the person's vault folder is missing.")
+	}
+	return v, nil
+}
+
+// pathsIn returns every path-like field of a tool input: the known names,
+// any name ending in "path", and lists under such names.
+func pathsIn(fields map[string]any) []string {
+	var out []string
+	for k, v := range fields {
+		lk := strings.ToLower(k)
+		if !pathKeys[lk] && !strings.HasSuffix(lk, "path") && !strings.HasSuffix(lk, "paths") {
+			continue
+		}
+		switch v := v.(type) {
+		case string:
+			out = append(out, v)
+		case []any:
+			for _, e := range v {
+				if s, ok := e.(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// baseOf is the folder a Glob or Grep searches: its path, else cwd.
+func baseOf(fields map[string]any, cwd string) string {
+	if p, ok := fields["path"].(string); ok && p != "" && !strings.HasPrefix(p, "~") {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(cwd, p)
+	}
+	return cwd
+}
+
+// resolve makes p absolute and real (after .., relative-to-cwd and
+// symlinks) and checks it is inside vault. It returns the resolved path or
+// a reason for refusing.
+func (g Guard) resolve(vault, cwd, p string) (string, string) {
+	denied := fmt.Sprintf("Access denied: %q is outside your vault. Only files inside your own vault can be used.", p)
+	if p == "" {
+		return vault, ""
+	}
+	if strings.HasPrefix(p, "~") || strings.ContainsRune(p, 0) {
+		// Home-relative paths point at the server account, never at a vault.
+		return "", denied
+	}
+	abs := p
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(cwd, abs)
+	}
+	real, err := realPath(filepath.Clean(abs))
+	if err != nil {
+		return "", fmt.Sprintf("Access denied: %q cannot be resolved safely (%v).", p, errors.Unwrap(err))
+	}
+	if !inside(vault, real) {
+		return "", denied
+	}
+	return real, ""
+}
+
+// realPath resolves symlinks in the longest prefix of p that exists and
+// appends the rest, so a file not yet created under a symlinked folder is
+// judged by where it would really land. A dangling symlink is an error: a
+// write through it would create its target, wherever that is.
+func realPath(p string) (string, error) {
+	rest := ""
+	cur := p
+	for {
+		if _, err := os.Lstat(cur); err == nil {
+			real, err := filepath.EvalSymlinks(cur)
+			if err != nil {
+				return "", fmt.Errorf("resolve %s: %w", cur, errors.New("a link that points nowhere"))
+			}
+			return filepath.Join(real, rest), nil
+		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+			return "", fmt.Errorf("resolve %s: %w", cur, err)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p, nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+// inside reports whether p is dir or below it; both are clean and absolute.
+func inside(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}
+
+// protectedIn names the protected element of p (inside vault), if any.
+func protectedIn(vault, p string) string {
+	rel, err := filepath.Rel(vault, p)
+	if err != nil {
+		return p
+	}
+	for _, el := range strings.Split(rel, string(filepath.Separator)) {
+		if protectedNames[el] {
+			return el
+		}
+	}
+	return ""
+}
+
+// checkGlob refuses a file pattern that reaches outside the vault: an
+// absolute pattern whose fixed leading folders are outside, a "~" pattern,
+// or ".." anywhere the search base plus the pattern would leave the vault.
+// ".." after a wildcard is refused outright, since "**/.." can climb any
+// number of levels.
+func (g Guard) checkGlob(vault, cwd, base, pattern string) string {
+	denied := fmt.Sprintf("Access denied: the pattern %q reaches outside your vault.", pattern)
+	if strings.HasPrefix(pattern, "~") {
+		return denied
+	}
+	if _, reason := g.resolve(vault, cwd, base); reason != "" {
+		return reason
+	}
+	// Joined by hand: filepath.Join would clean "**/.." away before it is
+	// seen.
+	full := pattern
+	if !filepath.IsAbs(full) {
+		full = base + "/" + pattern
+	}
+	var fixed []string
+	wild := false
+	for _, el := range strings.Split(filepath.ToSlash(full), "/") {
+		if strings.ContainsAny(el, "*?[{") {
+			wild = true
+		}
+		if wild {
+			if el == ".." {
+				return denied
+			}
+			continue
+		}
+		fixed = append(fixed, el)
+	}
+	prefix := filepath.Clean("/" + strings.Join(fixed, "/"))
+	if _, reason := g.resolve(vault, cwd, prefix); reason != "" {
+		return denied
+	}
+	return ""
+}

@@ -1,0 +1,221 @@
+// Package hooks answers the Claude Code CLI's hook callbacks for the notes
+// vault: the vault guard that keeps every file tool inside the session's
+// person's folder, the WebFetch and WebSearch audit logs, and the git
+// commits that record what a turn changed. Every write to the vault
+// repository goes through one GitSync.
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/supervisor"
+)
+
+// The hook callback ids Matchers registers and Handle answers.
+const (
+	CallbackVaultGuard   = "vault_guard"
+	CallbackWebFetchLog  = "webfetch_log"
+	CallbackWebSearchLog = "websearch_log"
+)
+
+// Config configures Hooks.
+type Config struct {
+	// VaultRoot is the vault repository; each person's vault is a folder
+	// in it.
+	VaultRoot string
+	// Git commits and pushes the audit logs and the turns' changes. Nil:
+	// logs are written but not committed, and CommitTurn does nothing.
+	Git *GitSync
+	// Clock stamps log entries; default time.Now.
+	Clock func() time.Time
+	// LogTimeout bounds recording one web request (waiting for the git
+	// queue, pull, append, commit, push), so a slow remote holds the tool
+	// call back this long at most; default 20s.
+	LogTimeout time.Duration
+	Logger     zerolog.Logger
+}
+
+// Caller is the session a hook callback came from; *supervisor.Session
+// satisfies it.
+type Caller interface {
+	ID() string
+	Person() string
+	Notice(text string)
+}
+
+var _ Caller = (*supervisor.Session)(nil)
+
+// Hooks answers hook callbacks for every session of the server.
+type Hooks struct {
+	cfg   Config
+	log   zerolog.Logger
+	guard Guard
+}
+
+// New returns Hooks for the vault at cfg.VaultRoot.
+func New(cfg Config) *Hooks {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.LogTimeout <= 0 {
+		cfg.LogTimeout = 20 * time.Second
+	}
+	return &Hooks{
+		cfg:   cfg,
+		log:   cfg.Logger.With().Str("component", "hooks").Logger(),
+		guard: Guard{VaultRoot: cfg.VaultRoot},
+	}
+}
+
+// Matchers are the hooks to register in supervisor.Spec.Hooks: the vault
+// guard before every tool (tools without path fields pass straight
+// through) and the audit logs before WebFetch and WebSearch.
+func (h *Hooks) Matchers() map[string][]supervisor.HookMatcher {
+	// The CLI's own hook timeout must outlast ours, or it would give up
+	// on a log that is still being recorded.
+	logTimeout := int((h.cfg.LogTimeout+10*time.Second)/time.Second) + 1
+	return map[string][]supervisor.HookMatcher{
+		"PreToolUse": {
+			{Matcher: "*", HookCallbackIDs: []string{CallbackVaultGuard}},
+			{Matcher: "WebFetch", HookCallbackIDs: []string{CallbackWebFetchLog}, Timeout: logTimeout},
+			{Matcher: "WebSearch", HookCallbackIDs: []string{CallbackWebSearchLog}, Timeout: logTimeout},
+		},
+	}
+}
+
+// Handle answers one hook_callback from session c; it is meant for
+// supervisor.Handlers.HookCallback. An unknown callback id is an error, so
+// the CLI gets an error response rather than a silent allow.
+func (h *Hooks) Handle(ctx context.Context, c Caller, req *supervisor.ControlRequest) (json.RawMessage, error) {
+	if req == nil {
+		return nil, fmt.Errorf("hook callback without a request")
+	}
+	var in supervisor.HookInput
+	if len(req.HookInput) > 0 {
+		if err := json.Unmarshal(req.HookInput, &in); err != nil && req.CallbackID != CallbackVaultGuard {
+			return nil, fmt.Errorf("decode hook input: %w", err)
+		}
+	}
+	log := h.log.With().Str("session", c.ID()).Str("person", c.Person()).Str("tool", in.ToolName).Logger()
+	switch req.CallbackID {
+	case CallbackVaultGuard:
+		if reason := h.guard.Check(c.Person(), in.Cwd, in.ToolName, in.ToolInput); reason != "" {
+			log.Warn().RawJSON("input", safeRaw(in.ToolInput)).Str("reason", reason).Msg("tool call denied by the vault guard")
+			return deny(reason), nil
+		}
+		return proceed(), nil
+	case CallbackWebFetchLog:
+		var ti struct {
+			URL string `json:"url"`
+		}
+		_ = json.Unmarshal(in.ToolInput, &ti)
+		h.record(ctx, log, c, WebFetchLogPath, "Log WebFetch request", webFetchText(ti.URL))
+		return proceed(), nil
+	case CallbackWebSearchLog:
+		var ti struct {
+			Query string `json:"query"`
+		}
+		_ = json.Unmarshal(in.ToolInput, &ti)
+		h.record(ctx, log, c, WebSearchLogPath, "Log WebSearch query", ti.Query)
+		return proceed(), nil
+	default:
+		return nil, fmt.Errorf("unknown hook callback id %q", req.CallbackID)
+	}
+}
+
+// record appends an audit entry and commits it, within LogTimeout. A
+// failure never stops the tool call: it is logged and the session's
+// clients are told the request went unrecorded.
+func (h *Hooks) record(ctx context.Context, log zerolog.Logger, c Caller, rel, what, text string) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.LogTimeout)
+	defer cancel()
+	line := LogEntry(h.cfg.Clock(), c.Person(), text)
+	write := func() error { return appendLine(filepath.Join(h.cfg.VaultRoot, rel), line) }
+	var err error
+	if h.cfg.Git == nil {
+		err = write()
+	} else {
+		msg := fmt.Sprintf("%s (%s, session %s)", what, oneLine(c.Person()), oneLine(c.ID()))
+		err = h.cfg.Git.Do(ctx, msg, []string{rel}, write)
+	}
+	if err != nil {
+		log.Error().Err(err).Str("log", rel).Msg("audit log not recorded")
+		c.Notice(fmt.Sprintf("%s: the audit log %s could not be updated and synced; the request went ahead.", what, rel))
+	}
+}
+
+// CommitTurn commits what a turn changed in person's vault, and only there,
+// naming the session; a turn that changed nothing commits nothing. Callers
+// report an error as a status: the turn itself has already succeeded.
+func (h *Hooks) CommitTurn(ctx context.Context, person, sessionID string) error {
+	if _, err := h.guard.vault(person); err != nil {
+		return fmt.Errorf("commit turn: %w", err)
+	}
+	if h.cfg.Git == nil {
+		return nil
+	}
+	dir := person + "/"
+	changed, err := h.cfg.Git.Changed(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("commit turn: %w", err)
+	}
+	if !changed {
+		return nil
+	}
+	msg := fmt.Sprintf("Session %s: changes in %s's vault", oneLine(sessionID), oneLine(person))
+	if err := h.cfg.Git.Commit(ctx, msg, dir); err != nil {
+		return fmt.Errorf("commit turn: %w", err)
+	}
+	return nil
+}
+
+// IsolationArgs are the CLI flags (for supervisor.Spec.ExtraArgs) that keep
+// anything inside the vault from configuring the CLI, since the vault is
+// its working directory and the model can write there:
+//
+//   - --setting-sources "" loads no settings files: no project
+//     .claude/settings.json (hooks, permissions, env, model), and with it no
+//     CLAUDE.md instructions and no project skills, agents or commands.
+//   - --strict-mcp-config uses only the MCP servers given by --mcp-config,
+//     never a .mcp.json.
+//   - --disable-slash-commands turns off skills and commands altogether,
+//     the Skill tool included.
+//
+// The SDK hooks registered at initialize keep working under all three.
+// --bare and --safe-mode are not used: --bare drops the SDK hooks (the
+// vault guard with them) and both still apply a project settings file's
+// env.
+func IsolationArgs() []string {
+	return []string{"--setting-sources", "", "--strict-mcp-config", "--disable-slash-commands"}
+}
+
+func proceed() json.RawMessage { return json.RawMessage(`{"continue":true}`) }
+
+func deny(reason string) json.RawMessage {
+	out, _ := json.Marshal(map[string]any{"hookSpecificOutput": map[string]string{
+		"hookEventName":            "PreToolUse",
+		"permissionDecision":       "deny",
+		"permissionDecisionReason": reason,
+	}})
+	return out
+}
+
+// oneLine keeps a value that goes into a commit message on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// safeRaw returns raw if it is JSON, so a log line never breaks.
+func safeRaw(raw json.RawMessage) []byte {
+	if json.Valid(raw) {
+		return raw
+	}
+	return []byte("null")
+}
