@@ -45,13 +45,17 @@ func TestLoadConfig(t *testing.T) {
 		{name: "not JSON", path: func(tb testing.TB) string { return writeFile(tb, `{"sebastian":`) }, wantErr: "parse linkedin config"},
 		{name: "missing token", path: func(tb testing.TB) string { return writeFile(tb, `{"sebastian":{"author":"urn:li:person:abc"}}`) }, wantErr: `person "sebastian": access_token is empty`},
 		{
-			name:    "bad author",
-			path:    func(tb testing.TB) string { return writeFile(tb, `{"petra":{"access_token":"`+secret+`","author":"petra"}}`) },
+			name: "bad author",
+			path: func(tb testing.TB) string {
+				return writeFile(tb, `{"petra":{"access_token":"`+secret+`","author":"petra"}}`)
+			},
 			wantErr: `person "petra": author "petra" is not`,
 		},
 		{
-			name:    "person that is not a folder name",
-			path:    func(tb testing.TB) string { return writeFile(tb, `{"../x":{"access_token":"`+secret+`","author":"urn:li:person:a"}}`) },
+			name: "person that is not a folder name",
+			path: func(tb testing.TB) string {
+				return writeFile(tb, `{"../x":{"access_token":"`+secret+`","author":"urn:li:person:a"}}`)
+			},
 			wantErr: `person "../x": not a valid person name`,
 		},
 	}
