@@ -108,8 +108,9 @@ func (g *GitSync) Commit(ctx context.Context, message string, paths ...string) e
 // is a remote, then write (may be nil), then commit paths with message and
 // push; a push the remote rejected because it moved on is pulled and tried
 // again a bounded number of times. A failed pull does not stop the write
-// and the local commit, so nothing written is lost; the error is still
-// returned. An error from write stops before the commit.
+// and the local commit, and no git failure stops the write, so nothing
+// written is lost; the error is still returned. An error from write stops
+// before the commit.
 func (g *GitSync) Do(ctx context.Context, message string, paths []string, write func() error) error {
 	if err := checkPaths(paths); err != nil {
 		return err
@@ -123,9 +124,11 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 	stop := context.AfterFunc(g.base, cancel)
 	defer stop()
 
-	up, err := g.upstream(ctx)
-	if err != nil {
-		return g.fail("find upstream", err)
+	// Git failing before the write must not lose the write: it goes ahead,
+	// and the error is returned after it.
+	up, upErr := g.upstream(ctx)
+	if upErr != nil {
+		upErr = g.fail("find upstream", upErr)
 	}
 	var pullErr error
 	if up.remote != "" {
@@ -138,6 +141,9 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 		if err := write(); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
+	}
+	if upErr != nil {
+		return upErr
 	}
 	committed, err := g.commit(ctx, message, paths)
 	if err != nil {

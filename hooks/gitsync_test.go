@@ -1,0 +1,209 @@
+package hooks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/majorhq/major/hooks"
+)
+
+func newRepo(tb testing.TB) string {
+	tb.Helper()
+	root := tb.TempDir()
+	git(tb, root, "init", "-q", "-b", "main")
+	return root
+}
+
+func TestGitSyncWithoutRemoteCommitsOnlyThePaths(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	g := newGitSync(t, hooks.GitConfig{Root: root})
+	writeFile(t, filepath.Join(root, "petra/draft.md"), "not mine\n")
+	err := g.Do(context.Background(), "Add log", []string{"claude/log.md"}, func() error {
+		writeFile(t, filepath.Join(root, "claude/log.md"), "one\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, root, "log", "--format=%s|%an"); got != "Add log|Major" {
+		t.Fatalf("log = %q", got)
+	}
+	if got := git(t, root, "show", "--name-only", "--format=", "HEAD"); got != "claude/log.md" {
+		t.Fatalf("committed files = %q", got)
+	}
+	if got := git(t, root, "status", "--porcelain"); got != "?? petra/" {
+		t.Fatalf("status after commit = %q", got)
+	}
+	// Nothing changed: no error and no commit.
+	if err := g.Commit(context.Background(), "Again", "claude/log.md"); err != nil {
+		t.Fatal(err)
+	}
+	if n := git(t, root, "rev-list", "--count", "HEAD"); n != "1" {
+		t.Fatalf("commits = %s, want 1", n)
+	}
+}
+
+func TestGitSyncPullsBeforeTheWrite(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	remote := withRemote(t, root)
+	otherClone(t, remote, "elsewhere.md")
+	g := newGitSync(t, hooks.GitConfig{Root: root})
+	err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
+		if _, err := os.Stat(filepath.Join(root, "elsewhere.md")); err != nil {
+			return fmt.Errorf("the pull did not happen before the write: %w", err)
+		}
+		writeFile(t, filepath.Join(root, "log.md"), "x\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, root, "log", "--format=%s", "origin/main"); got != "Log\nelsewhere: elsewhere.md\nstart" {
+		t.Fatalf("remote history = %q", got)
+	}
+}
+
+func TestGitSyncRetriesARejectedPush(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	remote := withRemote(t, root)
+	g := newGitSync(t, hooks.GitConfig{Root: root})
+	// The remote moves on after our pull and before our push.
+	err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
+		otherClone(t, remote, "raced.md")
+		writeFile(t, filepath.Join(root, "log.md"), "x\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, root, "fetch", "-q")
+	if got := git(t, root, "log", "--format=%s", "origin/main"); got != "Log\nelsewhere: raced.md\nstart" {
+		t.Fatalf("remote history = %q", got)
+	}
+	if merges := git(t, root, "rev-list", "--merges", "--count", "HEAD"); merges != "0" {
+		t.Fatalf("history has %s merges; want a linear one", merges)
+	}
+}
+
+func TestGitSyncConcurrentWritersQueue(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	withRemote(t, root)
+	g := newGitSync(t, hooks.GitConfig{Root: root})
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs <- g.Do(context.Background(), fmt.Sprintf("Entry %d", i), []string{"log.md"}, func() error {
+				f, err := os.OpenFile(filepath.Join(root, "log.md"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				_, err = fmt.Fprintf(f, "entry %d\n", i)
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lines := strings.Count(readFile(t, filepath.Join(root, "log.md")), "\n"); lines != n {
+		t.Fatalf("log has %d lines, want %d", lines, n)
+	}
+	if got := git(t, root, "rev-list", "--count", "origin/main"); got != fmt.Sprint(n+1) {
+		t.Fatalf("remote has %s commits, want %d", got, n+1)
+	}
+}
+
+func TestGitSyncFailuresAreErrorsButTheWriteIsKept(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		setup func(tb testing.TB, root string) hooks.GitConfig
+		// committed: the entry is still committed locally.
+		committed bool
+	}{
+		{"remote does not exist", func(tb testing.TB, root string) hooks.GitConfig {
+			withRemote(tb, root)
+			git(tb, root, "remote", "set-url", "origin", filepath.Join(tb.TempDir(), "gone.git"))
+			return hooks.GitConfig{Root: root}
+		}, true},
+		{"remote hangs past the timeout", func(tb testing.TB, root string) hooks.GitConfig {
+			withRemote(tb, root)
+			git(tb, root, "remote", "set-url", "origin", "ssh://vault.invalid/vault.git")
+			// ssh is stood in for by a process that never answers; it is
+			// git's child, so only killing the group ends it.
+			return hooks.GitConfig{Root: root, Timeout: time.Second, Env: []string{"GIT_SSH_COMMAND=sleep 60 #"}}
+		}, true},
+		{"git is not installed", func(tb testing.TB, root string) hooks.GitConfig {
+			return hooks.GitConfig{Root: root, Git: filepath.Join(tb.TempDir(), "no-git")}
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := newRepo(t)
+			g := newGitSync(t, tc.setup(t, root))
+			start := time.Now()
+			err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
+				writeFile(t, filepath.Join(root, "log.md"), "kept\n")
+				return nil
+			})
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			if took := time.Since(start); took > 15*time.Second {
+				t.Fatalf("failure took %s; git calls must be bounded", took)
+			}
+			if got := readFile(t, filepath.Join(root, "log.md")); got != "kept\n" {
+				t.Fatalf("log = %q", got)
+			}
+			if tc.committed {
+				if got := git(t, root, "log", "-1", "--format=%s"); got != "Log" {
+					t.Fatalf("last commit = %q, want the entry committed locally", got)
+				}
+			}
+		})
+	}
+}
+
+func TestGitSyncClose(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	g := hooks.NewGitSync(hooks.GitConfig{Root: root})
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Commit(context.Background(), "x", "a.md"); !errors.Is(err, hooks.ErrClosed) {
+		t.Fatalf("commit after close: %v", err)
+	}
+}
+
+func TestGitSyncRefusesPathsOutsideTheRepository(t *testing.T) {
+	t.Parallel()
+	g := newGitSync(t, hooks.GitConfig{Root: newRepo(t)})
+	for _, p := range []string{"/etc/passwd", "../x", "", ":(glob)*"} {
+		if err := g.Commit(context.Background(), "x", p); err == nil {
+			t.Errorf("commit %q: want an error", p)
+		}
+	}
+}
