@@ -1,0 +1,202 @@
+// Package mcpserver serves the LinkedIn tools (post, read comments, comment,
+// reply) as an MCP server, built with mcp-go. The same server answers the
+// Claude Code CLI in-process, through the mcp_message control requests of a
+// session (HandleMessage), and other MCP clients over streamable HTTP
+// (HTTPHandler).
+//
+// Every tool acts for exactly one person, taken from the context: the
+// session that carried the message, or the authenticated HTTP request. The
+// model never names the person, so a tool can never act for anyone else.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/linkedin"
+)
+
+// ServerName is the MCP server's name: the CLI shows its tools to the model
+// as mcp__linkedin__<tool>, and sessions list it among their SDK MCP
+// servers.
+const ServerName = "linkedin"
+
+// The tool names, as the server lists them.
+const (
+	ToolPost         = "linkedin_post"
+	ToolReadComments = "linkedin_read_comments"
+	ToolPostComment  = "linkedin_post_comment"
+	ToolReplyComment = "linkedin_reply_comment"
+)
+
+// ToolNames lists every tool of the server.
+func ToolNames() []string {
+	return []string{ToolPost, ToolReadComments, ToolPostComment, ToolReplyComment}
+}
+
+// PublishingTools lists the tools that publish on the person's behalf (and
+// may deserve a confirmation); the rest only read.
+func PublishingTools() []string {
+	return []string{ToolPost, ToolPostComment, ToolReplyComment}
+}
+
+// QualifiedName is the name the CLI gives a tool of this server, e.g.
+// mcp__linkedin__linkedin_post, as used in a session's tool lists.
+func QualifiedName(tool string) string { return "mcp__" + ServerName + "__" + tool }
+
+// QualifiedNames maps QualifiedName over tools.
+func QualifiedNames(tools []string) []string {
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = QualifiedName(t)
+	}
+	return out
+}
+
+// LinkedIn is the part of the LinkedIn API the tools use; *linkedin.Client
+// implements it.
+type LinkedIn interface {
+	CreatePost(ctx context.Context, acct linkedin.Account, text string) (string, error)
+	Comments(ctx context.Context, acct linkedin.Account, thread string) (linkedin.CommentPage, error)
+	CreateComment(ctx context.Context, acct linkedin.Account, post, text string) (string, error)
+	ReplyToComment(ctx context.Context, acct linkedin.Account, post, parent, text string) (string, error)
+}
+
+var _ LinkedIn = (*linkedin.Client)(nil)
+
+// Committer records changed files in the vault's git repository (pull,
+// commit the given paths, push), one commit at a time. Paths are absolute
+// paths inside the vault root.
+type Committer interface {
+	Commit(ctx context.Context, message string, paths ...string) error
+}
+
+// Config configures a Server.
+type Config struct {
+	// LinkedIn is the API client shared by all persons.
+	LinkedIn LinkedIn
+	// Accounts holds each person's token and author URN; a person missing
+	// here gets "LinkedIn is not configured" from every tool.
+	Accounts linkedin.Accounts
+	// VaultRoot holds one folder per person; each action is logged to
+	// VaultRoot/<person>/linkedin/activity.md. Empty disables the log.
+	VaultRoot string
+	// Committer commits the activity log; nil leaves the file uncommitted.
+	Committer Committer
+	// LogTimeout bounds writing and committing one log entry; default 60s.
+	// It runs even when the tool call was cancelled, because the post
+	// already happened.
+	LogTimeout time.Duration
+	// Now is the clock for log timestamps; default time.Now.
+	Now func() time.Time
+	// Version is reported to MCP clients; default "1.0.0".
+	Version string
+	// Logger gets one line per tool call and every failure.
+	Logger zerolog.Logger
+}
+
+// Server is the LinkedIn MCP server. It is safe for concurrent use.
+type Server struct {
+	li       LinkedIn
+	accounts linkedin.Accounts
+	log      zerolog.Logger
+	activity *activityLog
+	mcp      *server.MCPServer
+	http     *server.StreamableHTTPServer
+}
+
+// New builds the server and its tools.
+func New(cfg Config) *Server {
+	if cfg.Version == "" {
+		cfg.Version = "1.0.0"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.LogTimeout <= 0 {
+		cfg.LogTimeout = 60 * time.Second
+	}
+	s := &Server{
+		li:       cfg.LinkedIn,
+		accounts: cfg.Accounts,
+		log:      cfg.Logger.With().Str("component", "mcpserver").Logger(),
+	}
+	s.activity = newActivityLog(cfg.VaultRoot, cfg.Committer, cfg.Now, cfg.LogTimeout)
+	s.mcp = server.NewMCPServer(ServerName, cfg.Version,
+		server.WithToolCapabilities(false),
+		// A bug in a tool must not take the session's control loop down.
+		server.WithRecovery(),
+	)
+	s.mcp.AddTools(s.Tools()...)
+	s.http = server.NewStreamableHTTPServer(s.mcp,
+		// Each request stands alone: the person comes with every request,
+		// and no per-session state or sweeper goroutine is needed.
+		server.WithStateLess(true),
+		server.WithHTTPContextFunc(personFromRequest),
+		// The relay mounts this behind bearer auth, often behind a reverse
+		// proxy on loopback with a public Host; the DNS-rebinding guard
+		// would refuse exactly those requests, and a rebinding browser has
+		// no bearer token anyway.
+		server.WithDisableLocalhostProtection(true),
+		server.WithStreamableHTTPLogger(slog.New(zerolog.NewSlogHandler(s.log))),
+	)
+	return s
+}
+
+// notificationAck answers a JSON-RPC notification; the CLI needs some
+// mcp_response for every mcp_message and accepts this empty success.
+var notificationAck = json.RawMessage(`{"jsonrpc":"2.0","id":0,"result":{}}`)
+
+// HandleMessage answers one JSON-RPC message the CLI sent to this server
+// through an mcp_message control request, acting for person (the session's
+// person; "" means nobody, and every tool call then fails). It returns the
+// JSON-RPC response to put under "mcp_response". Protocol mistakes are
+// JSON-RPC errors in that response; the error return is only for a response
+// that cannot be encoded.
+func (s *Server) HandleMessage(ctx context.Context, person string, msg json.RawMessage) (json.RawMessage, error) {
+	if person != "" {
+		ctx = WithPerson(ctx, person)
+	}
+	resp := s.mcp.HandleMessage(ctx, msg)
+	if resp == nil {
+		return notificationAck, nil
+	}
+	out, err := json.Marshal(resp)
+	if err != nil {
+		return nil, fmt.Errorf("encode mcp response: %w", err)
+	}
+	return out, nil
+}
+
+// HTTPHandler serves the tools over MCP streamable HTTP. Mount it behind
+// authentication that puts the person into the request context with
+// WithPerson; a request without a person can list the tools but every call
+// fails.
+func (s *Server) HTTPHandler() http.Handler { return s.http }
+
+func personFromRequest(ctx context.Context, r *http.Request) context.Context {
+	if p, ok := PersonFrom(r.Context()); ok {
+		return WithPerson(ctx, p)
+	}
+	return ctx
+}
+
+type personKey struct{}
+
+// WithPerson returns ctx carrying the person the tools act for.
+func WithPerson(ctx context.Context, person string) context.Context {
+	return context.WithValue(ctx, personKey{}, person)
+}
+
+// PersonFrom returns the person in ctx; ok is false when there is none.
+func PersonFrom(ctx context.Context) (string, bool) {
+	p, _ := ctx.Value(personKey{}).(string)
+	return p, p != ""
+}
