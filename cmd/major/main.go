@@ -1,4 +1,178 @@
-// Command major serves the Claude Code CLI to the notes app's clients.
+// Command major serves the Claude Code CLI to the notes app's clients: one
+// long-lived claude process per chat session, in the person's vault, behind
+// a small HTTP API.
+//
+//	major serve [flags]
 package main
 
-func main() {}
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/relay"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "major:", err)
+		os.Exit(1)
+	}
+}
+
+// config is everything the server is started with.
+type config struct {
+	Addr           string
+	VaultRoot      string
+	StateDir       string
+	Claude         string
+	AuthFile       string
+	LinkedInAPI    string
+	LinkedInConfig string
+	LogLevel       string
+	AskTimeout     time.Duration
+	StallTimeout   time.Duration
+	ShutdownGrace  time.Duration
+	WebDir         string
+}
+
+// env returns the variable's value or def.
+func env(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(getenv func(string) string, key string, def time.Duration) time.Duration {
+	if v := getenv(key); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("major serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Addr, "addr", env(getenv, "MAJOR_ADDR", "127.0.0.1:8080"), "address to listen on (MAJOR_ADDR)")
+	fs.StringVar(&c.VaultRoot, "vault-root", env(getenv, "MAJOR_VAULT_ROOT", ""), "git repository holding one folder per person (MAJOR_VAULT_ROOT)")
+	fs.StringVar(&c.StateDir, "state-dir", env(getenv, "MAJOR_STATE_DIR", ""), "where sessions and event logs are kept (MAJOR_STATE_DIR)")
+	fs.StringVar(&c.Claude, "claude", env(getenv, "MAJOR_CLAUDE", ""), "claude binary (MAJOR_CLAUDE; default: the project's pinned install, then claude on PATH)")
+	fs.StringVar(&c.AuthFile, "auth-file", env(getenv, "MAJOR_AUTH_FILE", ""), `JSON {"tokens": {"<token>": ["person", ...]}} (MAJOR_AUTH_FILE)`)
+	fs.StringVar(&c.LinkedInAPI, "linkedin-api", env(getenv, "MAJOR_LINKEDIN_API", "https://api.linkedin.com"), "LinkedIn REST API base URL (MAJOR_LINKEDIN_API)")
+	fs.StringVar(&c.LinkedInConfig, "linkedin-config", env(getenv, "MAJOR_LINKEDIN_CONFIG", ""), "JSON of LinkedIn access token and author per person (MAJOR_LINKEDIN_CONFIG)")
+	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "MAJOR_LOG_LEVEL", "info"), "debug, info, warn or error (MAJOR_LOG_LEVEL)")
+	fs.DurationVar(&c.AskTimeout, "ask-timeout", envDuration(getenv, "MAJOR_ASK_TIMEOUT", relay.DefaultAskTimeout), "how long a question or permission prompt waits (MAJOR_ASK_TIMEOUT)")
+	fs.DurationVar(&c.StallTimeout, "stall-timeout", envDuration(getenv, "MAJOR_STALL_TIMEOUT", 10*time.Minute), "kill a claude that writes nothing this long during a turn (MAJOR_STALL_TIMEOUT)")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", envDuration(getenv, "MAJOR_SHUTDOWN_GRACE", 10*time.Second), "how long shutdown waits for turns to end (MAJOR_SHUTDOWN_GRACE)")
+	fs.StringVar(&c.WebDir, "web-dir", env(getenv, "MAJOR_WEB_DIR", ""), "folder of the web client, served at /app (MAJOR_WEB_DIR)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	switch {
+	case c.VaultRoot == "":
+		return c, errors.New("--vault-root (MAJOR_VAULT_ROOT) is required")
+	case c.AuthFile == "":
+		return c, errors.New("--auth-file (MAJOR_AUTH_FILE) is required")
+	}
+	if c.StateDir == "" {
+		c.StateDir = filepath.Join(c.VaultRoot, ".major-state")
+	}
+	return c, nil
+}
+
+// run is the whole program; tests call it with ":0" and temp dirs.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "serve" {
+		fmt.Fprintln(stderr, "usage: major serve [flags]   (major serve -h lists the flags)")
+		return errors.New("no command")
+	}
+	cfg, err := parseFlags(args[1:], os.Getenv, stderr)
+	if err != nil {
+		return err
+	}
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := zerolog.New(stdout).Level(level).With().Timestamp().Logger()
+	return serve(ctx, cfg, log, stdout)
+}
+
+// findClaude resolves the claude binary: the flag, the project's pinned
+// install next to the executable or the working directory, then PATH.
+func findClaude(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	var candidates []string
+	if exe, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "..", ".tools", "claude", "node_modules", ".bin", "claude"))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		candidates = append(candidates, filepath.Join(wd, ".tools", "claude", "node_modules", ".bin", "claude"))
+	}
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && !st.IsDir() {
+			return filepath.Clean(c), nil
+		}
+	}
+	p, err := exec.LookPath("claude")
+	if err != nil {
+		return "", errors.New("no claude binary: run `make claude`, or pass --claude")
+	}
+	return p, nil
+}
+
+func listen(ctx context.Context, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// serveHTTP serves h on ln until ctx ends, then shuts down within grace.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, onShutdown func()) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	if onShutdown != nil {
+		onShutdown()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-errc
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,361 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/majorhq/major/supervisor"
+)
+
+// Errors of answering a question or a permission prompt.
+var (
+	ErrUnknownRequest  = errors.New("no such pending request")
+	ErrAlreadyAnswered = errors.New("request was already answered")
+)
+
+// DefaultAskTimeout is how long a question or permission waits for the
+// person before it is denied.
+const DefaultAskTimeout = 10 * time.Minute
+
+// Question is one AskUserQuestion question.
+type Question struct {
+	Question    string   `json:"question"`
+	Header      string   `json:"header"`
+	Options     []Option `json:"options"`
+	MultiSelect bool     `json:"multiSelect"`
+}
+
+// Option is one choice of a Question.
+type Option struct {
+	Label       string `json:"label"`
+	Description string `json:"description"`
+}
+
+type questionEvent struct {
+	Type      string     `json:"type"`
+	RequestID string     `json:"request_id"`
+	Questions []Question `json:"questions"`
+}
+
+type permissionEvent struct {
+	Type      string          `json:"type"`
+	RequestID string          `json:"request_id"`
+	Tool      string          `json:"tool"`
+	Input     json.RawMessage `json:"input"`
+	Reason    string          `json:"reason"`
+}
+
+type answeredEvent struct {
+	Type      string            `json:"type"`
+	RequestID string            `json:"request_id"`
+	Outcome   string            `json:"outcome"` // answered, timeout, cancelled
+	Answers   map[string]string `json:"answers,omitempty"`
+	Behavior  string            `json:"behavior,omitempty"`
+}
+
+func (questionEvent) eventType() string   { return "question" }
+func (permissionEvent) eventType() string { return "permission" }
+func (e answeredEvent) eventType() string { return e.Type }
+
+// Answer is a client's reply to a question (Answers) or a permission
+// prompt (Allow, Message, Remember).
+type Answer struct {
+	Answers  map[string]string
+	Allow    bool
+	Message  string
+	Remember bool
+	// Interrupt denies and stops the turn (an interrupt arrived).
+	Interrupt bool
+}
+
+type ask struct {
+	id    string
+	kind  string // question or permission
+	event *Event
+	reply chan Answer
+}
+
+// asks holds one session's pending questions and permission prompts, and
+// the tools the person allowed or denied for the rest of the session.
+type asks struct {
+	mu         sync.Mutex
+	pending    map[string]*ask
+	remembered map[string]bool     // tool -> allowed
+	done       map[string]struct{} // recently answered request ids
+}
+
+func newAsks() *asks {
+	return &asks{pending: map[string]*ask{}, remembered: map[string]bool{}}
+}
+
+// cancelAll ends every pending ask (the turn ended or was interrupted).
+// Called with c.mu held.
+func (a *asks) cancelAll(c *Chat) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, p := range a.pending {
+		delete(a.pending, id)
+		p.reply <- Answer{Interrupt: true, Message: "The turn was interrupted."}
+		c.stream.publishJSON(answeredEvent{Type: p.kind + "_answered", RequestID: id, Outcome: "cancelled"}, false, false)
+	}
+}
+
+// Interrupt stops the running turn from any client: pending questions and
+// permission prompts are denied with an interrupt at once, then the CLI is
+// interrupted in-band.
+func (c *Chat) Interrupt(ctx context.Context) error {
+	c.mu.Lock()
+	c.asks.cancelAll(c)
+	c.mu.Unlock()
+	return c.sess.Interrupt(ctx)
+}
+
+// PendingEvents returns the events of the questions and permission prompts
+// still waiting, so a client that attaches after them sees them again.
+func (c *Chat) PendingEvents() []*Event {
+	c.asks.mu.Lock()
+	defer c.asks.mu.Unlock()
+	out := make([]*Event, 0, len(c.asks.pending))
+	for _, p := range c.asks.pending {
+		out = append(out, p.event)
+	}
+	return out
+}
+
+// Answer resolves a pending question or permission; the first answer wins.
+func (c *Chat) Answer(kind, requestID string, ans Answer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asks.mu.Lock()
+	p, ok := c.asks.pending[requestID]
+	if ok && p.kind == kind {
+		delete(c.asks.pending, requestID)
+	}
+	c.asks.mu.Unlock()
+	if !ok || p.kind != kind {
+		if c.asks.wasAnswered(requestID) {
+			return ErrAlreadyAnswered
+		}
+		return ErrUnknownRequest
+	}
+	c.asks.markAnswered(requestID)
+	p.reply <- ans
+	ev := answeredEvent{Type: kind + "_answered", RequestID: requestID, Outcome: "answered", Answers: ans.Answers}
+	if kind == "permission" {
+		ev.Behavior = "deny"
+		if ans.Allow {
+			ev.Behavior = "allow"
+		}
+	}
+	c.stream.publishJSON(ev, false, false)
+	return nil
+}
+
+// answeredLimit bounds the answered request ids kept, so a late second
+// answer gets 409 rather than 404.
+const answeredLimit = 256
+
+func (a *asks) markAnswered(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done == nil {
+		a.done = map[string]struct{}{}
+	}
+	if len(a.done) >= answeredLimit {
+		clear(a.done)
+	}
+	a.done[id] = struct{}{}
+}
+
+func (a *asks) wasAnswered(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.done[id]
+	return ok
+}
+
+// wait publishes an ask and blocks until it is answered, the timeout
+// passes, or ctx ends (the CLI cancelled the request or exited).
+func (c *Chat) wait(ctx context.Context, kind string, body func(id string) typed, timeout time.Duration) (Answer, string, error) {
+	id := uuid.NewString()
+	p := &ask{id: id, kind: kind, reply: make(chan Answer, 1)}
+	c.mu.Lock()
+	c.asks.mu.Lock()
+	p.event = c.stream.publishJSON(body(id), false, false)
+	c.asks.pending[id] = p
+	c.asks.mu.Unlock()
+	c.mu.Unlock()
+	c.sess.SetWaiting(true)
+	defer c.sess.SetWaiting(false)
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case ans := <-p.reply:
+		return ans, "answered", nil
+	case <-timer.C:
+		c.expire(id, kind, "timeout")
+		return Answer{}, "timeout", nil
+	case <-ctx.Done():
+		c.expire(id, kind, "cancelled")
+		return Answer{}, "cancelled", ctx.Err()
+	}
+}
+
+func (c *Chat) expire(id, kind, outcome string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asks.mu.Lock()
+	_, ok := c.asks.pending[id]
+	delete(c.asks.pending, id)
+	c.asks.mu.Unlock()
+	if ok {
+		c.stream.publishJSON(answeredEvent{Type: kind + "_answered", RequestID: id, Outcome: outcome}, false, false)
+	}
+}
+
+// AskPolicy says how CanUseTool treats tools.
+type AskPolicy struct {
+	// Timeout for a question or permission to be answered.
+	Timeout time.Duration
+	// Ask reports whether a tool needs the person's permission; tools it
+	// does not name are allowed (the CLI only asks for tools outside the
+	// allowed set anyway).
+	Ask func(tool string) bool
+}
+
+// Messages the model sees when nobody can answer.
+const (
+	noClientQuestion   = "No one can answer interactive questions right now (no interactive client is attached). Ask the person in plain text in your reply instead, and continue without the answer."
+	timeoutQuestion    = "The person did not answer in time. Ask in plain text in your reply instead, or continue without the answer."
+	noClientPermission = "This tool needs the person's approval and no client that can approve is attached, so it was not run. Tell the person what you wanted to do."
+	timeoutPermission  = "The person did not approve this tool in time, so it was not run."
+)
+
+// CanUseTool answers the CLI's can_use_tool requests for this chat:
+// AskUserQuestion goes to the person as a question, other tools the policy
+// names as a permission prompt.
+func (c *Chat) CanUseTool(policy AskPolicy) func(ctx context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error) {
+	if policy.Timeout <= 0 {
+		policy.Timeout = DefaultAskTimeout
+	}
+	return func(ctx context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error) {
+		if req.ToolName == "AskUserQuestion" {
+			return c.askQuestion(ctx, req, policy.Timeout)
+		}
+		if policy.Ask == nil || !policy.Ask(req.ToolName) {
+			return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
+		}
+		return c.askPermission(ctx, req, policy.Timeout)
+	}
+}
+
+func (c *Chat) askQuestion(ctx context.Context, req *supervisor.ControlRequest, timeout time.Duration) (supervisor.PermissionResult, error) {
+	var in struct {
+		Questions []Question `json:"questions"`
+	}
+	if err := json.Unmarshal(req.Input, &in); err != nil || len(in.Questions) == 0 {
+		return supervisor.PermissionResult{Message: "AskUserQuestion needs a non-empty questions list."}, nil
+	}
+	if !c.Interactive() {
+		return supervisor.PermissionResult{Message: noClientQuestion}, nil
+	}
+	ans, outcome, err := c.wait(ctx, "question", func(id string) typed {
+		return questionEvent{Type: "question", RequestID: id, Questions: in.Questions}
+	}, timeout)
+	switch {
+	case err != nil:
+		return supervisor.PermissionResult{Message: "The question was cancelled.", Interrupt: true}, nil
+	case outcome == "timeout":
+		return supervisor.PermissionResult{Message: timeoutQuestion}, nil
+	case ans.Interrupt:
+		return supervisor.PermissionResult{Message: ans.Message, Interrupt: true}, nil
+	}
+	var input map[string]json.RawMessage
+	if err := json.Unmarshal(req.Input, &input); err != nil {
+		return supervisor.PermissionResult{}, fmt.Errorf("decode AskUserQuestion input: %w", err)
+	}
+	answers, _ := json.Marshal(ans.Answers)
+	input["answers"] = answers
+	updated, _ := json.Marshal(input)
+	return supervisor.PermissionResult{Allow: true, UpdatedInput: updated}, nil
+}
+
+func (c *Chat) askPermission(ctx context.Context, req *supervisor.ControlRequest, timeout time.Duration) (supervisor.PermissionResult, error) {
+	c.asks.mu.Lock()
+	allowed, remembered := c.asks.remembered[req.ToolName]
+	c.asks.mu.Unlock()
+	if remembered {
+		if allowed {
+			return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
+		}
+		return supervisor.PermissionResult{Message: "The person denied " + req.ToolName + " for this session."}, nil
+	}
+	if !c.Interactive() {
+		return supervisor.PermissionResult{Message: noClientPermission}, nil
+	}
+	input := req.Input
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	ans, outcome, err := c.wait(ctx, "permission", func(id string) typed {
+		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: permissionReason(req)}
+	}, timeout)
+	switch {
+	case err != nil:
+		return supervisor.PermissionResult{Message: "The permission prompt was cancelled.", Interrupt: true}, nil
+	case outcome == "timeout":
+		return supervisor.PermissionResult{Message: timeoutPermission}, nil
+	case ans.Interrupt:
+		return supervisor.PermissionResult{Message: ans.Message, Interrupt: true}, nil
+	}
+	if ans.Remember {
+		c.asks.mu.Lock()
+		c.asks.remembered[req.ToolName] = ans.Allow
+		c.asks.mu.Unlock()
+	}
+	if ans.Allow {
+		return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
+	}
+	msg := ans.Message
+	if msg == "" {
+		msg = "The person denied permission for " + req.ToolName + "."
+	}
+	return supervisor.PermissionResult{Message: msg}, nil
+}
+
+// permissionReason is the CLI's explanation of why it asks, as text.
+func permissionReason(req *supervisor.ControlRequest) string {
+	var parts []string
+	if req.Title != "" {
+		parts = append(parts, req.Title)
+	}
+	if req.Description != "" {
+		parts = append(parts, req.Description)
+	}
+	if len(req.DecisionReason) > 0 {
+		var s string
+		if json.Unmarshal(req.DecisionReason, &s) == nil {
+			parts = append(parts, s)
+		} else {
+			var r struct {
+				Type   string `json:"type"`
+				Reason string `json:"reason"`
+			}
+			if json.Unmarshal(req.DecisionReason, &r) == nil && (r.Reason != "" || r.Type != "") {
+				parts = append(parts, strings.TrimSpace(r.Type+" "+r.Reason))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return req.ToolName + " needs your permission."
+	}
+	return strings.Join(parts, ": ")
+}

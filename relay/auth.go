@@ -1,0 +1,79 @@
+package relay
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// Auth maps bearer tokens to the persons they may act as. Tokens are kept
+// only as SHA-256 digests and compared in constant time.
+type Auth struct {
+	entries []authEntry
+}
+
+type authEntry struct {
+	digest  [sha256.Size]byte
+	persons map[string]bool
+}
+
+// personName is a plain lowercase name: it becomes a folder name, so no
+// slashes, dots or anything else that could walk out of the vault root.
+var personName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+// ValidPerson reports whether name is a plain lowercase person name.
+func ValidPerson(name string) bool { return personName.MatchString(name) }
+
+// NewAuth builds an Auth from token -> persons.
+func NewAuth(tokens map[string][]string) (*Auth, error) {
+	a := &Auth{}
+	for tok, persons := range tokens {
+		if strings.TrimSpace(tok) == "" {
+			return nil, fmt.Errorf("auth: empty token")
+		}
+		e := authEntry{digest: sha256.Sum256([]byte(tok)), persons: map[string]bool{}}
+		for _, p := range persons {
+			if !ValidPerson(p) {
+				return nil, fmt.Errorf("auth: person %q is not a plain lowercase name", p)
+			}
+			e.persons[p] = true
+		}
+		a.entries = append(a.entries, e)
+	}
+	return a, nil
+}
+
+// LoadAuth reads an auth file: {"tokens": {"<token>": ["sebastian", ...]}}.
+func LoadAuth(path string) (*Auth, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read auth file: %w", err)
+	}
+	var f struct {
+		Tokens map[string][]string `json:"tokens"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("parse auth file %s: %w", path, err)
+	}
+	if len(f.Tokens) == 0 {
+		return nil, fmt.Errorf("auth file %s has no tokens", path)
+	}
+	return NewAuth(f.Tokens)
+}
+
+// persons returns the persons token may act as, or nil for an unknown
+// token. Every entry is compared, so timing does not tell which matched.
+func (a *Auth) persons(token string) map[string]bool {
+	d := sha256.Sum256([]byte(token))
+	var found map[string]bool
+	for i := range a.entries {
+		if subtle.ConstantTimeCompare(d[:], a.entries[i].digest[:]) == 1 {
+			found = a.entries[i].persons
+		}
+	}
+	return found
+}

@@ -1,0 +1,170 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// DefaultMaxBody is the largest request body accepted (1 MiB): far above
+// any chat message a person types, small enough that no client can make
+// the server buffer much.
+const DefaultMaxBody = 1 << 20
+
+// apiError is an error with the HTTP status and the message a client sees.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// formDecoder is a request body that can also come form-encoded.
+type formDecoder interface {
+	fromForm(url.Values) error
+}
+
+// decodeBody reads a JSON or form-encoded body of at most limit bytes into
+// v. The existing clients send both encodings for the same endpoints.
+func decodeBody(r *http.Request, limit int64, v formDecoder) error {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body is over the %d byte limit", limit)}
+		}
+		return badRequest("read request body: %v", err)
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	trimmed := bytes.TrimSpace(body)
+	switch {
+	case ct == "application/x-www-form-urlencoded" || (ct == "" && len(trimmed) > 0 && trimmed[0] != '{'):
+		vals, err := url.ParseQuery(string(body))
+		if err != nil {
+			return badRequest("malformed form body: %v", err)
+		}
+		return v.fromForm(vals)
+	case ct == "" || ct == "application/json" || strings.HasSuffix(ct, "+json"):
+		if len(trimmed) == 0 {
+			return badRequest("request body is empty")
+		}
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		if err := dec.Decode(v); err != nil {
+			return badRequest("malformed JSON body: %v", err)
+		}
+		if dec.More() {
+			return badRequest("malformed JSON body: more than one value")
+		}
+		return nil
+	default:
+		return &apiError{status: http.StatusUnsupportedMediaType, msg: "send application/json or application/x-www-form-urlencoded, not " + ct}
+	}
+}
+
+func formBool(vals url.Values, key string) (bool, error) {
+	s := vals.Get(key)
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, badRequest("%s must be true or false", key)
+	}
+	return b, nil
+}
+
+// chatRequest is the body of chat-stream, chat and the messages endpoint.
+type chatRequest struct {
+	Message     string `json:"message"`
+	SessionID   string `json:"session_id"`
+	Interactive bool   `json:"interactive"`
+}
+
+func (r *chatRequest) fromForm(v url.Values) (err error) {
+	r.Message, r.SessionID = v.Get("message"), v.Get("session_id")
+	r.Interactive, err = formBool(v, "interactive")
+	return err
+}
+
+func (r *chatRequest) validate() error {
+	if strings.TrimSpace(r.Message) == "" {
+		return badRequest("message is required and must not be empty")
+	}
+	return nil
+}
+
+// clearRequest is the body of clear.
+type clearRequest struct {
+	SessionID string `json:"session_id"`
+}
+
+func (r *clearRequest) fromForm(v url.Values) error {
+	r.SessionID = v.Get("session_id")
+	return nil
+}
+
+// answerRequest answers a question.
+type answerRequest struct {
+	RequestID string            `json:"request_id"`
+	Answers   map[string]string `json:"answers"`
+}
+
+func (r *answerRequest) fromForm(v url.Values) error {
+	r.RequestID = v.Get("request_id")
+	if s := v.Get("answers"); s != "" {
+		if err := json.Unmarshal([]byte(s), &r.Answers); err != nil {
+			return badRequest("answers must be a JSON object of question -> answer")
+		}
+	}
+	return nil
+}
+
+func (r *answerRequest) validate() error {
+	if r.RequestID == "" {
+		return badRequest("request_id is required")
+	}
+	if len(r.Answers) == 0 {
+		return badRequest("answers is required: an object of question text -> chosen label or text")
+	}
+	return nil
+}
+
+// permissionRequest answers a permission prompt.
+type permissionRequest struct {
+	RequestID string `json:"request_id"`
+	Behavior  string `json:"behavior"`
+	Message   string `json:"message"`
+	Remember  bool   `json:"remember"`
+}
+
+func (r *permissionRequest) fromForm(v url.Values) (err error) {
+	r.RequestID, r.Behavior, r.Message = v.Get("request_id"), v.Get("behavior"), v.Get("message")
+	r.Remember, err = formBool(v, "remember")
+	return err
+}
+
+func (r *permissionRequest) validate() error {
+	if r.RequestID == "" {
+		return badRequest("request_id is required")
+	}
+	if r.Behavior != "allow" && r.Behavior != "deny" {
+		return badRequest(`behavior must be "allow" or "deny"`)
+	}
+	return nil
+}
+
+// emptyRequest is a body that may be empty or any JSON object.
+type emptyRequest struct{}
+
+func (*emptyRequest) fromForm(url.Values) error { return nil }

@@ -1,0 +1,606 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/supervisor"
+)
+
+// ServerConfig configures the HTTP API.
+type ServerConfig struct {
+	Auth     *Auth
+	Sessions *Sessions
+	Logger   zerolog.Logger
+	// MaxBody bounds request bodies; default DefaultMaxBody.
+	MaxBody int64
+	// PingInterval is the keep-alive period of idle streams; default 5s.
+	PingInterval time.Duration
+	// SubscriberBuffer is how many events a client may lag behind before
+	// it is cut off; default 4096.
+	SubscriberBuffer int
+	// WriteTimeout bounds writing one line to a client; default 30s.
+	WriteTimeout time.Duration
+	// MCP, when set, is served at /mcp behind auth, with the person put in
+	// the request context by WithPerson.
+	MCP        http.Handler
+	WithPerson func(ctx context.Context, person string) context.Context
+	// Ready reports whether the server can run turns (for /readyz).
+	Ready func(ctx context.Context) error
+	// Metrics, when set, is served at /metrics.
+	Metrics http.Handler
+	// Static, when set, serves the web client at /.
+	Static http.FileSystem
+	// Done is closed when the server shuts down; streams end then.
+	Done <-chan struct{}
+}
+
+// Server is the HTTP API in front of the sessions.
+type Server struct {
+	cfg    ServerConfig
+	log    zerolog.Logger
+	engine *gin.Engine
+}
+
+// NewServer builds the router.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 5 * time.Second
+	}
+	if cfg.SubscriberBuffer <= 0 {
+		cfg.SubscriberBuffer = 4096
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(s.recoverer, s.accessLog)
+	r.NoRoute(func(c *gin.Context) { s.fail(c, &apiError{http.StatusNotFound, "no such endpoint: " + c.Request.URL.Path}) })
+	r.NoMethod(func(c *gin.Context) {
+		s.fail(c, &apiError{http.StatusMethodNotAllowed, c.Request.Method + " is not allowed on " + c.Request.URL.Path})
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+	if cfg.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(cfg.Metrics))
+	}
+
+	api := r.Group("/api/claude", s.authenticate)
+	api.POST("/chat-stream", s.chatStream)
+	api.POST("/chat", s.chat)
+	api.POST("/clear", s.clear)
+	api.GET("/history", s.history)
+	api.GET("/sessions", s.listSessions)
+	api.POST("/sessions", s.createSession)
+	api.GET("/sessions/:id/events", s.events)
+	api.POST("/sessions/:id/messages", s.postMessage)
+	api.POST("/sessions/:id/interrupt", s.interrupt)
+	api.POST("/sessions/:id/answer", s.answer)
+	api.POST("/sessions/:id/permission", s.permission)
+
+	if cfg.MCP != nil {
+		mcp := func(c *gin.Context) {
+			ctx := c.Request.Context()
+			if cfg.WithPerson != nil {
+				ctx = cfg.WithPerson(ctx, personOf(c))
+			}
+			cfg.MCP.ServeHTTP(c.Writer, c.Request.WithContext(ctx))
+		}
+		r.Any("/mcp", s.authenticate, mcp)
+		r.Any("/mcp/*rest", s.authenticate, mcp)
+	}
+	if cfg.Static != nil {
+		r.StaticFS("/app", cfg.Static)
+		r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/app/") })
+	}
+	s.engine = r
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+
+// fail writes err as {"error": "..."} with its status. This is the one
+// place errors become HTTP statuses.
+func (s *Server) fail(c *gin.Context, err error) {
+	status, msg := http.StatusInternalServerError, "internal error"
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		status, msg = ae.status, ae.msg
+	case errors.Is(err, ErrNotFound):
+		status, msg = http.StatusNotFound, "session not found"
+	case errors.Is(err, supervisor.ErrBusy):
+		status, msg = http.StatusConflict, "the session is already running a turn; wait for it to finish or interrupt it"
+	case errors.Is(err, supervisor.ErrNotRunning):
+		status, msg = http.StatusConflict, "the session is not running a turn"
+	case errors.Is(err, supervisor.ErrClosed):
+		status, msg = http.StatusGone, "the session is closed"
+	case errors.Is(err, ErrUnknownRequest):
+		status, msg = http.StatusNotFound, "no such pending request"
+	case errors.Is(err, ErrAlreadyAnswered):
+		status, msg = http.StatusConflict, "that request was already answered"
+	case errors.Is(err, ErrGone):
+		status, msg = http.StatusGone, "events before that seq are no longer kept; attach with after=0"
+	case errors.Is(err, ErrUnavailable):
+		status, msg = http.StatusServiceUnavailable, err.Error()
+	default:
+		s.log.Error().Err(err).Str("path", c.Request.URL.Path).Msg("request failed")
+	}
+	c.AbortWithStatusJSON(status, gin.H{"error": msg})
+}
+
+// ErrUnavailable is returned when the server cannot take a turn now
+// (shutting down, or no CLI slot freed in time).
+var ErrUnavailable = errors.New("server is busy; try again shortly")
+
+func (s *Server) recoverer(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error().Interface("panic", v).Str("path", c.Request.URL.Path).Msg("handler panicked")
+			if !c.Writer.Written() {
+				s.fail(c, errors.New("panic"))
+			}
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) accessLog(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	// No headers are logged: they carry tokens.
+	s.log.Debug().Str("method", c.Request.Method).Str("path", c.Request.URL.Path).
+		Int("status", c.Writer.Status()).Dur("took", time.Since(start)).Str("person", c.GetString(personKey)).Msg("request")
+}
+
+const personKey = "major.person"
+
+func personOf(c *gin.Context) string { return c.GetString(personKey) }
+
+// authenticate checks the bearer token and the person it acts as.
+func (s *Server) authenticate(c *gin.Context) {
+	h := c.GetHeader("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || token == "" {
+		s.fail(c, &apiError{http.StatusUnauthorized, "missing bearer token"})
+		return
+	}
+	persons := s.cfg.Auth.persons(token)
+	if persons == nil {
+		s.fail(c, &apiError{http.StatusUnauthorized, "invalid token"})
+		return
+	}
+	person := c.GetHeader("X-Notes-Person")
+	if !ValidPerson(person) {
+		s.fail(c, badRequest("X-Notes-Person must be a plain lowercase name"))
+		return
+	}
+	if !persons[person] {
+		s.fail(c, &apiError{http.StatusForbidden, "this token may not act as " + person})
+		return
+	}
+	c.Set(personKey, person)
+	c.Next()
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	if s.cfg.Ready == nil {
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.cfg.Ready(ctx); err != nil {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "error": err.Error()})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// chatSession finds or creates the session of a chat request.
+func (s *Server) chatSession(c *gin.Context) (*Chat, chatRequest, bool) {
+	var req chatRequest
+	if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
+		s.fail(c, err)
+		return nil, req, false
+	}
+	if err := req.validate(); err != nil {
+		s.fail(c, err)
+		return nil, req, false
+	}
+	return s.cfg.Sessions.GetOrCreate(req.SessionID, personOf(c)), req, true
+}
+
+// startTurn subscribes to the chat's stream and then starts a turn, so no
+// event of the turn can be missed.
+func (s *Server) startTurn(c *gin.Context, chat *Chat, message string) (*Subscription, bool) {
+	sub, err := chat.Stream().Subscribe(chat.Stream().Seq(), nil, s.cfg.SubscriberBuffer)
+	if err != nil {
+		s.fail(c, err)
+		return nil, false
+	}
+	if err := chat.Session().Send(context.WithoutCancel(c.Request.Context()), message); err != nil {
+		sub.Close()
+		s.fail(c, err)
+		return nil, false
+	}
+	return sub, true
+}
+
+// turnEvents calls fn for each event of the turn that starts next on sub,
+// up to and including its terminal event. It returns false if the stream
+// ended first (client gone, cut off, shutdown).
+func (s *Server) turnEvents(ctx context.Context, sub *Subscription, fn func(*Event) error, idle func() error) (bool, error) {
+	turn := 0
+	ping := time.NewTimer(s.cfg.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				return false, sub.Err()
+			}
+			if turn == 0 {
+				if ev.Type == "turn_start" {
+					turn = ev.Turn
+				}
+				continue
+			}
+			if ev.Turn != turn {
+				continue
+			}
+			if err := fn(ev); err != nil {
+				return false, err
+			}
+			if ev.Terminal {
+				return true, nil
+			}
+			ping.Reset(s.cfg.PingInterval)
+		case <-ping.C:
+			if idle != nil {
+				if err := idle(); err != nil {
+					return false, err
+				}
+			}
+			ping.Reset(s.cfg.PingInterval)
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-s.cfg.Done:
+			return false, errShuttingDown
+		}
+	}
+}
+
+var errShuttingDown = errors.New("server is shutting down")
+
+var pingLine = []byte(`{"type":"ping"}`)
+
+// chatStream is the compat streaming endpoint of shared/seeds/004.
+func (s *Server) chatStream(c *gin.Context) {
+	chat, req, ok := s.chatSession(c)
+	if !ok {
+		return
+	}
+	if req.Interactive {
+		defer chat.AttachInteractive()()
+	}
+	sub, ok := s.startTurn(c, chat, req.Message)
+	if !ok {
+		return
+	}
+	defer sub.Close()
+	w := newLineWriter(c, s.cfg.WriteTimeout)
+	_, err := s.turnEvents(c.Request.Context(), sub, func(ev *Event) error {
+		if ev.Compat == nil {
+			return nil // not an event the compat clients know
+		}
+		return w.line(ev.Compat)
+	}, func() error { return w.line(pingLine) })
+	switch {
+	case errors.Is(err, ErrSlow):
+		_ = w.line(mustJSON(errorEvent{Type: "error", Message: "This connection fell too far behind and was cut off; the answer continues in the session."}))
+	case errors.Is(err, errStreamClosed):
+		_ = w.line(mustJSON(errorEvent{Type: "error", Message: "The session was closed."}))
+	case errors.Is(err, errShuttingDown):
+		_ = w.line(mustJSON(errorEvent{Type: "error", Message: "The server is shutting down; send your message again shortly."}))
+	}
+}
+
+// chat is the compat non-streaming endpoint: the same turn, answered as one
+// JSON object.
+func (s *Server) chat(c *gin.Context) {
+	chat, req, ok := s.chatSession(c)
+	if !ok {
+		return
+	}
+	sub, ok := s.startTurn(c, chat, req.Message)
+	if !ok {
+		return
+	}
+	defer sub.Close()
+	var text strings.Builder
+	var terminal *Event
+	done, err := s.turnEvents(c.Request.Context(), sub, func(ev *Event) error {
+		switch {
+		case ev.Terminal:
+			terminal = ev
+		case ev.Type == "text":
+			var t textEvent
+			if json.Unmarshal(ev.Compat, &t) == nil {
+				text.WriteString(t.Delta)
+			}
+		}
+		return nil
+	}, nil)
+	if !done {
+		if c.Request.Context().Err() == nil {
+			s.fail(c, &apiError{http.StatusServiceUnavailable, "the turn did not finish: " + errText(err)})
+		}
+		return
+	}
+	if terminal.Type == "error" {
+		var e errorEvent
+		_ = json.Unmarshal(terminal.Compat, &e)
+		c.JSON(http.StatusBadGateway, gin.H{"error": e.Message, "session_id": chat.ID})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "response": text.String(), "history": chat.History()})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "stream ended"
+	}
+	return err.Error()
+}
+
+func (s *Server) clear(c *gin.Context) {
+	var req clearRequest
+	if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if req.SessionID == "" {
+		s.fail(c, badRequest("session_id is required"))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"cleared": s.cfg.Sessions.Clear(req.SessionID, personOf(c))})
+}
+
+func (s *Server) history(c *gin.Context) {
+	id := c.Query("session_id")
+	if id == "" {
+		s.fail(c, badRequest("session_id is required"))
+		return
+	}
+	chat, err := s.cfg.Sessions.Get(id, personOf(c))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "messages": chat.History()})
+}
+
+func (s *Server) listSessions(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"sessions": s.cfg.Sessions.List(personOf(c))})
+}
+
+func (s *Server) createSession(c *gin.Context) {
+	chat := s.cfg.Sessions.GetOrCreate("", personOf(c))
+	c.JSON(http.StatusCreated, chat.Info())
+}
+
+// session finds the person's session named in the path.
+func (s *Server) session(c *gin.Context) (*Chat, bool) {
+	chat, err := s.cfg.Sessions.Get(c.Param("id"), personOf(c))
+	if err != nil {
+		s.fail(c, err)
+		return nil, false
+	}
+	return chat, true
+}
+
+// events attaches to a session: replay after ?after=, then live events.
+func (s *Server) events(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	after := int64(0)
+	if v := c.Query("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.fail(c, badRequest("after must be a non-negative integer (the last seq you saw)"))
+			return
+		}
+		after = n
+	}
+	filter, err := typeFilter(c.Query("types"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	// Questions and permissions still open are shown again even if the
+	// client saw them before it dropped.
+	pending := chat.PendingEvents()
+	sub, err := chat.Stream().Subscribe(after, filter, s.cfg.SubscriberBuffer)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer sub.Close()
+	defer chat.AttachInteractive()()
+
+	w := newLineWriter(c, s.cfg.WriteTimeout)
+	for _, ev := range pending {
+		if ev != nil && ev.Seq <= after && filter(ev) {
+			if w.line(ev.Line) != nil {
+				return
+			}
+		}
+	}
+	for _, ev := range sub.Replay {
+		if w.line(ev.Line) != nil {
+			return
+		}
+	}
+	w.flush()
+	ping := time.NewTimer(s.cfg.PingInterval)
+	defer ping.Stop()
+	ctx := c.Request.Context()
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				return // cut off or closed: the client re-attaches with its last seq
+			}
+			if w.line(ev.Line) != nil {
+				return
+			}
+			ping.Reset(s.cfg.PingInterval)
+		case <-ping.C:
+			if w.line(pingLine) != nil {
+				return
+			}
+			ping.Reset(s.cfg.PingInterval)
+		case <-ctx.Done():
+			return
+		case <-s.cfg.Done:
+			return
+		}
+	}
+}
+
+// typeFilter parses ?types=a,b into a filter; empty means every type.
+func typeFilter(spec string) (func(*Event) bool, error) {
+	if strings.TrimSpace(spec) == "" {
+		return func(*Event) bool { return true }, nil
+	}
+	want := map[string]bool{}
+	for _, t := range strings.Split(spec, ",") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		if !ValidPerson(strings.ReplaceAll(t, "_", "-")) {
+			return nil, badRequest("types must be a comma-separated list of event types")
+		}
+		want[t] = true
+	}
+	return func(ev *Event) bool { return want[ev.Type] }, nil
+}
+
+// postMessage starts a turn without holding a stream open.
+func (s *Server) postMessage(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	var req chatRequest
+	if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := req.validate(); err != nil {
+		s.fail(c, err)
+		return
+	}
+	seq := chat.Stream().Seq()
+	if err := chat.Session().Send(context.WithoutCancel(c.Request.Context()), req.Message); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"session_id": chat.ID, "after": seq})
+}
+
+func (s *Server) interrupt(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	if err := decodeOptional(c, s.cfg.MaxBody); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := chat.Interrupt(c.Request.Context()); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"interrupted": true})
+}
+
+// decodeOptional accepts an empty body or any well-formed one.
+func decodeOptional(c *gin.Context, limit int64) error {
+	if c.Request.ContentLength == 0 {
+		return nil
+	}
+	var req emptyRequest
+	err := decodeBody(c.Request, limit, &req)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.msg == "request body is empty" {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) answer(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	var req answerRequest
+	if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := req.validate(); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := chat.Answer("question", req.RequestID, Answer{Answers: req.Answers}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"answered": true})
+}
+
+func (s *Server) permission(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	var req permissionRequest
+	if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if err := req.validate(); err != nil {
+		s.fail(c, err)
+		return
+	}
+	ans := Answer{Allow: req.Behavior == "allow", Message: req.Message, Remember: req.Remember}
+	if err := chat.Answer("permission", req.RequestID, ans); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"answered": true})
+}

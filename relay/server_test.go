@@ -1,0 +1,599 @@
+package relay_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/clitest"
+	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/supervisor"
+)
+
+const token = "t0ken-sebastian-and-petra"
+
+type harness struct {
+	env      *clitest.Env
+	url      string
+	sessions *relay.Sessions
+}
+
+type harnessOpts struct {
+	askTimeout time.Duration
+	askTools   []string
+	ping       time.Duration
+}
+
+func newHarness(tb testing.TB, o harnessOpts) *harness {
+	tb.Helper()
+	env := clitest.New(tb, nil)
+	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
+	launch := relay.LauncherFunc(func(p relay.SessionParams) *supervisor.Session {
+		return supervisor.NewSession(supervisor.SessionConfig{
+			ID: p.ID, Person: p.Person, Dir: env.Vault(p.Person), CLISessionID: p.CLISessionID,
+			Spec: supervisor.Spec{
+				Binary:         env.Binary,
+				Env:            env.ChildEnv(),
+				SystemPrompt:   "You are a test assistant.",
+				Tools:          []string{"Read", "Write", "Edit", "Glob", "Grep", "AskUserQuestion"},
+				AllowedTools:   []string{"Read", "Glob", "Grep"},
+				PermissionMode: "default",
+				Grace:          2 * time.Second,
+			},
+			Handlers: func(*supervisor.Session) supervisor.Handlers {
+				ask := map[string]bool{}
+				for _, t := range o.askTools {
+					ask[t] = true
+				}
+				return supervisor.Handlers{CanUseTool: p.Chat.CanUseTool(relay.AskPolicy{
+					Timeout: o.askTimeout, Ask: func(tool string) bool { return ask[tool] },
+				})}
+			},
+			Sink:   p.Sink,
+			Logger: log,
+		})
+	})
+	sessions := relay.NewSessions(launch, log)
+	auth, err := relay.NewAuth(map[string][]string{token: {"sebastian", "petra"}, "only-petra": {"petra"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	srv := httptest.NewServer(relay.NewServer(relay.ServerConfig{
+		Auth: auth, Sessions: sessions, Logger: log, PingInterval: o.ping, Done: done,
+	}))
+	tb.Cleanup(func() {
+		close(done)
+		srv.Close()
+		sessions.Close()
+	})
+	return &harness{env: env, url: srv.URL, sessions: sessions}
+}
+
+// request sends a request as person with token; body is JSON unless ctype
+// says otherwise.
+func (h *harness) request(tb testing.TB, method, path, person, ctype, body string) *http.Response {
+	tb.Helper()
+	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Notes-Person", person)
+	req.Header.Set("Accept", "application/x-ndjson")
+	if ctype == "" {
+		ctype = "application/json"
+	}
+	req.Header.Set("Content-Type", ctype)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp
+}
+
+func jsonBody(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// call sends a request and decodes a JSON object answer.
+func (h *harness) call(tb testing.TB, method, path, person string, body any) (int, map[string]any) {
+	tb.Helper()
+	s := ""
+	if body != nil {
+		s = jsonBody(body)
+	}
+	resp := h.request(tb, method, path, person, "", s)
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &out); err != nil {
+		tb.Fatalf("%s %s: answer is not a JSON object: %q", method, path, b)
+	}
+	return resp.StatusCode, out
+}
+
+// lines reads NDJSON lines until EOF, each as a map of raw values.
+func lines(tb testing.TB, r io.Reader) []map[string]json.RawMessage {
+	tb.Helper()
+	var out []map[string]json.RawMessage
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "" {
+			tb.Fatalf("blank line in the stream")
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			tb.Fatalf("line is not a JSON object: %q", sc.Text())
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func str(m map[string]json.RawMessage, key string) string {
+	var s string
+	_ = json.Unmarshal(m[key], &s)
+	return s
+}
+
+func keys(m map[string]json.RawMessage) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ",")
+}
+
+// compatKeys is the exact key set of each compat event (shared/seeds/004).
+var compatKeys = map[string]string{
+	"text":   "delta,type",
+	"status": "message,type",
+	"tool":   "input,name,type",
+	"ping":   "type",
+	"done":   "session_id,type",
+	"error":  "message,type",
+}
+
+func checkCompat(tb testing.TB, evs []map[string]json.RawMessage) {
+	tb.Helper()
+	terminal := 0
+	for i, ev := range evs {
+		typ := str(ev, "type")
+		want, ok := compatKeys[typ]
+		if !ok {
+			tb.Fatalf("event %d has a type compat clients do not know: %s", i, typ)
+		}
+		if got := keys(ev); got != want {
+			tb.Fatalf("%s event keys = %s, want exactly %s", typ, got, want)
+		}
+		if typ == "done" || typ == "error" {
+			terminal++
+			if i != len(evs)-1 {
+				tb.Fatalf("terminal %s event is not the last line", typ)
+			}
+		}
+	}
+	if terminal != 1 {
+		tb.Fatalf("turn ended with %d done/error events, want exactly 1: %v", terminal, evs)
+	}
+}
+
+func streamText(evs []map[string]json.RawMessage) string {
+	var sb strings.Builder
+	for _, ev := range evs {
+		if str(ev, "type") == "text" {
+			sb.WriteString(str(ev, "delta"))
+		}
+	}
+	return sb.String()
+}
+
+func (h *harness) chatStream(tb testing.TB, person, ctype, body string) (int, []map[string]json.RawMessage) {
+	tb.Helper()
+	resp := h.request(tb, "POST", "/api/claude/chat-stream", person, ctype, body)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		tb.Logf("chat-stream: %d %s", resp.StatusCode, b)
+		return resp.StatusCode, nil
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		tb.Fatalf("content type %q", ct)
+	}
+	return resp.StatusCode, lines(tb, resp.Body)
+}
+
+func TestCompatChatStreamBothEncodings(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+
+	// Form-encoded, as the Android and web clients send it.
+	form := url.Values{"message": {`[[tool Read {"file_path":"notes.md"}]]`}}.Encode()
+	status, evs := h.chatStream(t, "sebastian", "application/x-www-form-urlencoded", form)
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	checkCompat(t, evs)
+	want := []string{"status:Running tool: Read", "tool:Read", "status:Tool finished: Read", "text", "done"}
+	var got []string
+	for _, ev := range evs {
+		switch typ := str(ev, "type"); typ {
+		case "status":
+			got = append(got, "status:"+str(ev, "message"))
+		case "tool":
+			got = append(got, "tool:"+str(ev, "name"))
+			if string(ev["input"]) != `{"file_path":"notes.md"}` {
+				t.Fatalf("tool input %s", ev["input"])
+			}
+		default:
+			got = append(got, typ)
+		}
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("events:\n got %v\nwant %v", got, want)
+	}
+	sid := str(evs[len(evs)-1], "session_id")
+
+	// JSON, continuing the session: the model sees the history.
+	status, evs = h.chatStream(t, "sebastian", "application/json", jsonBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	checkCompat(t, evs)
+	if got := str(evs[len(evs)-1], "session_id"); got != sid {
+		t.Fatalf("session changed: %s -> %s", sid, got)
+	}
+	if got, want := streamText(evs), `HISTORY: [[tool Read {"file_path":"notes.md"}]] | [[recall]]`; got != want {
+		t.Fatalf("text %q, want %q", got, want)
+	}
+
+	// History has both turns.
+	code, hist := h.call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
+	if code != 200 || len(hist["messages"].([]any)) != 4 {
+		t.Fatalf("history %d %v", code, hist)
+	}
+	// Another person neither sees nor continues it.
+	if code, _ := h.call(t, "GET", "/api/claude/history?session_id="+sid, "petra", nil); code != 404 {
+		t.Fatalf("petra reading sebastian's history: %d", code)
+	}
+	_, evs = h.chatStream(t, "petra", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+	if got := str(evs[len(evs)-1], "session_id"); got == sid {
+		t.Fatal("petra continued sebastian's session")
+	}
+	if got := streamText(evs); got != "HISTORY: [[recall]]" {
+		t.Fatalf("petra's new session saw %q", got)
+	}
+
+	// Non-streaming chat, then clear.
+	code, out := h.call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[say plain answer]]", "session_id": sid})
+	if code != 200 || out["response"] != "plain answer" || out["session_id"] != sid || len(out["history"].([]any)) != 6 {
+		t.Fatalf("chat: %d %v", code, out)
+	}
+	if code, out := h.call(t, "POST", "/api/claude/clear", "petra", map[string]any{"session_id": sid}); code != 200 || out["cleared"] != false {
+		t.Fatalf("petra clearing sebastian's session: %d %v", code, out)
+	}
+	if code, out := h.call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": sid}); code != 200 || out["cleared"] != true {
+		t.Fatalf("clear: %d %v", code, out)
+	}
+	if code, _ := h.call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil); code != 404 {
+		t.Fatalf("history after clear: %d", code)
+	}
+}
+
+func TestModelErrorEndsWithErrorEvent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[status 400]]"}))
+	checkCompat(t, evs)
+	last := evs[len(evs)-1]
+	if str(last, "type") != "error" || str(last, "message") == "" {
+		t.Fatalf("last event %v", last)
+	}
+	code, out := h.call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[status 400]]"})
+	if code != http.StatusBadGateway || out["error"] == "" {
+		t.Fatalf("chat with a failing model: %d %v", code, out)
+	}
+}
+
+// attach opens the events stream and delivers its lines on a channel.
+func (h *harness) attach(tb testing.TB, id string, query string) (<-chan map[string]json.RawMessage, func()) {
+	tb.Helper()
+	resp := h.request(tb, "GET", "/api/claude/sessions/"+id+"/events?"+query, "sebastian", "", "")
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		tb.Fatalf("attach: %d %s", resp.StatusCode, b)
+	}
+	ch := make(chan map[string]json.RawMessage, 10000)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				ch <- m
+			}
+		}
+	}()
+	return ch, func() { resp.Body.Close(); wg.Wait() }
+}
+
+// until reads events up to and including the first one of type typ.
+func until(tb testing.TB, ch <-chan map[string]json.RawMessage, typ string) []map[string]json.RawMessage {
+	tb.Helper()
+	var out []map[string]json.RawMessage
+	timeout := time.NewTimer(60 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				tb.Fatalf("stream ended before a %s event; got %d events", typ, len(out))
+			}
+			if str(ev, "type") == "ping" {
+				continue
+			}
+			out = append(out, ev)
+			if str(ev, "type") == typ {
+				return out
+			}
+		case <-timeout.C:
+			tb.Fatalf("no %s event within 60s", typ)
+		}
+	}
+}
+
+func seqOf(tb testing.TB, ev map[string]json.RawMessage) int64 {
+	var n int64
+	if err := json.Unmarshal(ev["seq"], &n); err != nil {
+		tb.Fatalf("event without seq: %v", ev)
+	}
+	return n
+}
+
+func (h *harness) newSession(tb testing.TB) string {
+	tb.Helper()
+	code, out := h.call(tb, "POST", "/api/claude/sessions", "sebastian", nil)
+	if code != http.StatusCreated {
+		tb.Fatalf("create session: %d %v", code, out)
+	}
+	return out["id"].(string)
+}
+
+func TestTwoClientsAndReconnect(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	id := h.newSession(t)
+	a, closeA := h.attach(t, id, "")
+	defer closeA()
+	b, closeB := h.attach(t, id, "")
+
+	code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 6 20]]"})
+	if code != http.StatusAccepted {
+		t.Fatalf("post message: %d %v", code, out)
+	}
+	evA := until(t, a, "done")
+	// B reads a few events, drops, and re-attaches with its last seq.
+	var seen []map[string]json.RawMessage
+	for len(seen) < 5 {
+		ev := <-b
+		if str(ev, "type") != "ping" {
+			seen = append(seen, ev)
+		}
+	}
+	closeB()
+	last := seqOf(t, seen[len(seen)-1])
+	b2, closeB2 := h.attach(t, id, "after="+jsonBody(last))
+	defer closeB2()
+	seen = append(seen, until(t, b2, "done")...)
+
+	if len(seen) != len(evA) {
+		t.Fatalf("client B saw %d events, A %d", len(seen), len(evA))
+	}
+	for i := range evA {
+		if seqOf(t, evA[i]) != int64(i+1) {
+			t.Fatalf("A: seq %d at %d: not gap-free from 1", seqOf(t, evA[i]), i)
+		}
+		ja, _ := json.Marshal(evA[i])
+		jb, _ := json.Marshal(seen[i])
+		if string(ja) != string(jb) {
+			t.Fatalf("event %d differs:\nA %s\nB %s", i, ja, jb)
+		}
+	}
+	types := map[string]int{}
+	for _, ev := range evA {
+		types[str(ev, "type")]++
+	}
+	if types["turn_start"] != 1 || types["cli"] == 0 || types["text"] != 6 || types["done"] != 1 {
+		t.Fatalf("event types %v", types)
+	}
+	// The CLI's own events arrive unchanged under "event".
+	for _, ev := range evA {
+		if str(ev, "type") == "cli" {
+			var inner map[string]json.RawMessage
+			if err := json.Unmarshal(ev["event"], &inner); err != nil || str(inner, "type") == "" {
+				t.Fatalf("cli event without the CLI's object: %v", ev)
+			}
+		}
+	}
+
+	// ?types= filters.
+	f, closeF := h.attach(t, id, "types=done,turn_start")
+	defer closeF()
+	got := until(t, f, "done")
+	if len(got) != 2 || str(got[0], "type") != "turn_start" {
+		t.Fatalf("filtered replay: %v", got)
+	}
+}
+
+func TestInterruptFromSecondClient(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	id := h.newSession(t)
+	resp := h.request(t, "POST", "/api/claude/chat-stream", "sebastian", "", jsonBody(map[string]any{"message": "[[slow 300 50]]", "session_id": id}))
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var evs []map[string]json.RawMessage
+	for sc.Scan() { // wait for the first text
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(sc.Bytes(), &m)
+		evs = append(evs, m)
+		if str(m, "type") == "text" {
+			break
+		}
+	}
+	// While the turn runs, another message is refused with 409.
+	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "hi"}); code != http.StatusConflict || out["error"] == "" {
+		t.Fatalf("message to a busy session: %d %v", code, out)
+	}
+	if code, _ := h.call(t, "GET", "/api/claude/sessions", "sebastian", nil); code != 200 {
+		t.Fatal("sessions list")
+	}
+	start := time.Now()
+	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != 200 {
+		t.Fatalf("interrupt: %d %v", code, out)
+	}
+	evs = append(evs, lines(t, resp.Body)...)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the stream took %s to end after the interrupt", took)
+	}
+	checkCompat(t, evs)
+	if n := len(evs); str(evs[n-1], "type") != "done" || str(evs[n-2], "message") != "Interrupted" {
+		t.Fatalf("end of interrupted stream: %v", evs[max(0, n-3):])
+	}
+	if code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != http.StatusConflict {
+		t.Fatalf("interrupt when idle: %d", code)
+	}
+	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[say usable]]", "session_id": id}))
+	if streamText(evs) != "usable" {
+		t.Fatalf("after interrupt: %v", evs)
+	}
+}
+
+func TestClientDisconnectTurnContinues(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{ping: 50 * time.Millisecond})
+	id := h.newSession(t)
+	resp := h.request(t, "POST", "/api/claude/chat-stream", "sebastian", "", jsonBody(map[string]any{"message": "[[slow 10 100]]", "session_id": id}))
+	sc := bufio.NewScanner(resp.Body)
+	pings := 0
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"ping"`) {
+			pings++
+		}
+		if strings.Contains(sc.Text(), "tick") {
+			break
+		}
+	}
+	resp.Body.Close() // the phone goes to sleep
+	if pings == 0 {
+		t.Fatal("no ping while the CLI started up")
+	}
+	a, closeA := h.attach(t, id, "types=text,done")
+	defer closeA()
+	evs := until(t, a, "done")
+	var text strings.Builder
+	for _, ev := range evs {
+		text.WriteString(str(ev, "delta"))
+	}
+	if text.String() != strings.Repeat("tick ", 10) {
+		t.Fatalf("turn did not complete after the client left: %q", text.String())
+	}
+}
+
+func TestAuthAndBadInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	id := h.newSession(t)
+	big := strings.Repeat("x", relay.DefaultMaxBody+1)
+	cases := []struct {
+		name, method, path, auth, person, ctype, body string
+		want                                          int
+	}{
+		{"no token", "POST", "/api/claude/chat-stream", "", "sebastian", "", `{"message":"hi"}`, 401},
+		{"wrong token", "POST", "/api/claude/chat-stream", "Bearer nope", "sebastian", "", `{"message":"hi"}`, 401},
+		{"not bearer", "POST", "/api/claude/chat-stream", "Basic " + token, "sebastian", "", `{"message":"hi"}`, 401},
+		{"person not allowed", "POST", "/api/claude/chat-stream", "Bearer only-petra", "sebastian", "", `{"message":"hi"}`, 403},
+		{"unknown person", "GET", "/api/claude/sessions", "Bearer " + token, "mallory", "", ``, 403},
+		{"path person", "GET", "/api/claude/sessions", "Bearer " + token, "../petra", "", ``, 400},
+		{"dotted person", "GET", "/api/claude/sessions", "Bearer " + token, "sebastian.bak", "", ``, 400},
+		{"slash person", "GET", "/api/claude/sessions", "Bearer " + token, "a/b", "", ``, 400},
+		{"upper person", "GET", "/api/claude/sessions", "Bearer " + token, "Sebastian", "", ``, 400},
+		{"no person", "GET", "/api/claude/sessions", "Bearer " + token, "", "", ``, 400},
+		{"malformed json", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "application/json", `{"message":`, 400},
+		{"json not object", "POST", "/api/claude/chat", "Bearer " + token, "sebastian", "application/json", `["hi"]`, 400},
+		{"missing message", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "", `{"session_id":"x"}`, 400},
+		{"empty message", "POST", "/api/claude/chat", "Bearer " + token, "sebastian", "", `{"message":"   "}`, 400},
+		{"empty form message", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "application/x-www-form-urlencoded", `message=`, 400},
+		{"empty body", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "application/json", ``, 400},
+		{"too large", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "application/json", `{"message":"` + big + `"}`, 413},
+		{"unsupported type", "POST", "/api/claude/chat", "Bearer " + token, "sebastian", "text/xml", `<m/>`, 415},
+		{"unknown session events", "GET", "/api/claude/sessions/nope/events", "Bearer " + token, "sebastian", "", ``, 404},
+		{"other person's session", "GET", "/api/claude/sessions/" + id + "/events", "Bearer " + token, "petra", "", ``, 404},
+		{"unknown session message", "POST", "/api/claude/sessions/nope/messages", "Bearer " + token, "sebastian", "", `{"message":"hi"}`, 404},
+		{"unknown session interrupt", "POST", "/api/claude/sessions/nope/interrupt", "Bearer " + token, "sebastian", "", ``, 404},
+		{"unknown session answer", "POST", "/api/claude/sessions/nope/answer", "Bearer " + token, "sebastian", "", `{"request_id":"r","answers":{"q":"a"}}`, 404},
+		{"history without id", "GET", "/api/claude/history", "Bearer " + token, "sebastian", "", ``, 400},
+		{"bad after", "GET", "/api/claude/sessions/" + id + "/events?after=-1", "Bearer " + token, "sebastian", "", ``, 400},
+		{"bad types", "GET", "/api/claude/sessions/" + id + "/events?types=a/b", "Bearer " + token, "sebastian", "", ``, 400},
+		{"message to idle session, empty", "POST", "/api/claude/sessions/" + id + "/messages", "Bearer " + token, "sebastian", "", `{"message":""}`, 400},
+		{"unknown answer request", "POST", "/api/claude/sessions/" + id + "/answer", "Bearer " + token, "sebastian", "", `{"request_id":"r","answers":{"q":"a"}}`, 404},
+		{"answer without answers", "POST", "/api/claude/sessions/" + id + "/answer", "Bearer " + token, "sebastian", "", `{"request_id":"r"}`, 400},
+		{"permission bad behavior", "POST", "/api/claude/sessions/" + id + "/permission", "Bearer " + token, "sebastian", "", `{"request_id":"r","behavior":"maybe"}`, 400},
+		{"wrong method stream", "GET", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "", ``, 405},
+		{"wrong method history", "DELETE", "/api/claude/history", "Bearer " + token, "sebastian", "", ``, 405},
+		{"no such endpoint", "GET", "/api/claude/nothing", "Bearer " + token, "sebastian", "", ``, 404},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, h.url+tc.path, strings.NewReader(tc.body))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			if tc.person != "" {
+				req.Header.Set("X-Notes-Person", tc.person)
+			}
+			if tc.ctype != "" {
+				req.Header.Set("Content-Type", tc.ctype)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.want, b)
+			}
+			var out map[string]any
+			if err := json.Unmarshal(b, &out); err != nil || len(out) != 1 || out["error"] == "" {
+				t.Fatalf("error body is not {\"error\": ...}: %s", b)
+			}
+			if strings.Contains(string(b), token) {
+				t.Fatal("the token leaked into a response")
+			}
+		})
+	}
+	// Nothing broke: the session still works.
+	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[say fine]]", "session_id": id}))
+	if streamText(evs) != "fine" {
+		t.Fatalf("after bad input: %v", evs)
+	}
+}

@@ -1,0 +1,241 @@
+// Package relay fans a session's events out to any number of clients as
+// NDJSON: the compat stream the existing Android and web clients parse, and
+// the richer per-session stream with sequence numbers, replay after
+// reconnect, every CLI event, questions and interrupts. It also serves the
+// HTTP API (gin) in front of the sessions.
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+)
+
+// Event is one line of a session's log. It is encoded once, when published;
+// every subscriber writes the same bytes.
+type Event struct {
+	Seq  int64
+	Type string
+	// Turn is the number of the turn the event belongs to (0: none).
+	Turn int
+	// Terminal marks the last event of a turn (done or error).
+	Terminal bool
+	// Compat is the seed-format line (no seq), for the compat stream; nil
+	// for types the compat clients do not know.
+	Compat []byte
+	// Line is the full line with seq, for the events stream.
+	Line []byte
+}
+
+// compatTypes are the event types of the existing clients (shared seeds 004).
+var compatTypes = map[string]bool{"text": true, "status": true, "tool": true, "done": true, "error": true}
+
+// newEvent encodes body, a JSON object whose first key is "type".
+func newEvent(seq int64, turn int, typ string, body []byte, terminal bool) *Event {
+	ev := &Event{Seq: seq, Type: typ, Turn: turn, Terminal: terminal}
+	prefix := `{"seq":` + strconv.FormatInt(seq, 10) + `,`
+	line := make([]byte, 0, len(prefix)+len(body)-1)
+	line = append(append(line, prefix...), body[1:]...)
+	ev.Line = line
+	if compatTypes[typ] {
+		ev.Compat = body
+	}
+	return ev
+}
+
+// ErrSlow cuts off a subscriber that fell behind by more than its buffer.
+var ErrSlow = errors.New("client fell behind; re-attach with the last seq")
+
+// errStreamClosed ends subscriptions of a stream that was closed.
+var errStreamClosed = errors.New("session stream closed")
+
+// Stream is one session's event log and its subscribers. Publishing never
+// waits for a subscriber: one whose buffer is full is cut off.
+type Stream struct {
+	mu     sync.Mutex
+	seq    int64
+	turn   int
+	events []*Event
+	// base is the seq before events[0]; events before it were compacted
+	// away and cannot be replayed.
+	base   int64
+	subs   map[*Subscription]struct{}
+	closed bool
+	onNew  func(*Event)
+}
+
+// NewStream returns an empty stream; onNew (may be nil) sees every event as
+// it is appended, under the stream's lock, for persistence.
+func NewStream(onNew func(*Event)) *Stream {
+	return &Stream{subs: make(map[*Subscription]struct{}), onNew: onNew}
+}
+
+// restore loads persisted events; only before the stream is used.
+func (s *Stream) restore(events []*Event) {
+	s.events = events
+	if n := len(events); n > 0 {
+		s.seq = events[n-1].Seq
+		s.turn = events[n-1].Turn
+		s.base = events[0].Seq - 1
+	}
+}
+
+// Seq is the sequence number of the last event.
+func (s *Stream) Seq() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+// publish appends one event of type typ whose JSON body (starting with
+// {"type":...) is body; beginTurn starts a new turn first.
+func (s *Stream) publish(typ string, body []byte, beginTurn, terminal bool) *Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if beginTurn {
+		s.turn++
+	}
+	s.seq++
+	ev := newEvent(s.seq, s.turn, typ, body, terminal)
+	s.events = append(s.events, ev)
+	if s.onNew != nil {
+		s.onNew(ev)
+	}
+	for sub := range s.subs {
+		if !sub.filter(ev) {
+			continue
+		}
+		select {
+		case sub.ch <- ev:
+		default:
+			s.dropLocked(sub, ErrSlow)
+		}
+	}
+	return ev
+}
+
+// publishJSON marshals v (a struct whose first field is Type) and publishes it.
+func (s *Stream) publishJSON(v typed, beginTurn, terminal bool) *Event {
+	body, err := encodeJSON(v)
+	if err != nil {
+		body, _ = encodeJSON(errorEvent{Type: "error", Message: "encode event: " + err.Error()})
+	}
+	return s.publish(v.eventType(), body, beginTurn, terminal)
+}
+
+// encodeJSON marshals v without escaping <, > and &, so text reads as the
+// model wrote it.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// Subscription is one client's view of a stream: Replay holds the events
+// after the requested seq that were already there, C the live ones.
+type Subscription struct {
+	Replay []*Event
+	C      <-chan *Event
+
+	ch     chan *Event
+	filter func(*Event) bool
+	stream *Stream
+	err    error
+}
+
+// Err says why C was closed: ErrSlow, or nil after Close.
+func (sub *Subscription) Err() error {
+	sub.stream.mu.Lock()
+	defer sub.stream.mu.Unlock()
+	return sub.err
+}
+
+// Close ends the subscription; it is idempotent.
+func (sub *Subscription) Close() {
+	sub.stream.mu.Lock()
+	defer sub.stream.mu.Unlock()
+	sub.stream.dropLocked(sub, nil)
+}
+
+func (s *Stream) dropLocked(sub *Subscription, err error) {
+	if _, ok := s.subs[sub]; !ok {
+		return
+	}
+	delete(s.subs, sub)
+	sub.err = err
+	close(sub.ch)
+}
+
+// ErrGone is returned for a replay that starts before what the log still
+// holds.
+var ErrGone = errors.New("events before this seq are no longer kept")
+
+// Subscribe returns the events after seq that pass filter (nil: all) and a
+// channel of the live ones, buffered to buf events.
+func (s *Stream) Subscribe(after int64, filter func(*Event) bool, buf int) (*Subscription, error) {
+	if filter == nil {
+		filter = func(*Event) bool { return true }
+	}
+	if buf <= 0 {
+		buf = 1024
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if after < s.base {
+		return nil, ErrGone
+	}
+	ch := make(chan *Event, buf)
+	sub := &Subscription{C: ch, ch: ch, filter: filter, stream: s}
+	start := int(after - s.base)
+	if start < len(s.events) {
+		for _, ev := range s.events[max(start, 0):] {
+			if filter(ev) {
+				sub.Replay = append(sub.Replay, ev)
+			}
+		}
+	}
+	if s.closed {
+		sub.err = errStreamClosed
+		close(ch)
+		return sub, nil
+	}
+	s.subs[sub] = struct{}{}
+	return sub, nil
+}
+
+// Events returns a copy of the log from seq after on.
+func (s *Stream) Events(after int64) []*Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := max(int(after-s.base), 0)
+	if start >= len(s.events) {
+		return nil
+	}
+	return append([]*Event(nil), s.events[start:]...)
+}
+
+// Subscribers is the number of live subscriptions.
+func (s *Stream) Subscribers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.subs)
+}
+
+// Close ends every subscription; later publishes are dropped.
+func (s *Stream) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for sub := range s.subs {
+		s.dropLocked(sub, errStreamClosed)
+	}
+}
