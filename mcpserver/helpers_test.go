@@ -137,3 +137,12 @@ func (w *world) activity(tb testing.TB, person string) string {
 	}
 	return string(data)
 }
+
+func readFile(tb testing.TB, path string) string {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(data)
+}
