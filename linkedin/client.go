@@ -151,6 +151,7 @@ type APIError struct {
 	RetryAfter time.Duration
 }
 
+// Error says what LinkedIn answered: method, path, status, code and message.
 func (e *APIError) Error() string {
 	msg := e.Message
 	if msg == "" {
