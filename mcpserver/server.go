@@ -123,9 +123,15 @@ func New(cfg Config) *Server {
 	if cfg.LogTimeout <= 0 {
 		cfg.LogTimeout = 60 * time.Second
 	}
+	// A private copy: the accounts are read by concurrent tool calls and
+	// must not change under them.
+	accts := make(linkedin.Accounts, len(cfg.Accounts))
+	for p, a := range cfg.Accounts {
+		accts[p] = a
+	}
 	s := &Server{
 		li:       cfg.LinkedIn,
-		accounts: cfg.Accounts,
+		accounts: accts,
 		log:      cfg.Logger.With().Str("component", "mcpserver").Logger(),
 	}
 	s.activity = newActivityLog(cfg.VaultRoot, cfg.Committer, cfg.Now, cfg.LogTimeout)
