@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 )
@@ -44,7 +47,40 @@ type launcher struct {
 	env          []string
 	askTimeout   time.Duration
 	stallTimeout time.Duration
+	hooks        *hooks.Hooks
 	log          zerolog.Logger
+
+	// commits are the end-of-turn git commits in flight; serve waits for
+	// them before it exits.
+	commits sync.WaitGroup
+}
+
+// commitTurn commits what the turn changed in the person's vault; a git
+// failure is reported to the session's clients, never fails the turn.
+func (l *launcher) commitTurn(s *supervisor.Session) {
+	l.commits.Add(1)
+	go func() {
+		defer l.commits.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := l.hooks.CommitTurn(ctx, s.Person(), s.ID()); err != nil {
+			l.log.Warn().Err(err).Str("session", s.ID()).Msg("end-of-turn commit failed")
+			s.Notice("Your notes are saved, but committing them to git failed: " + err.Error())
+		}
+	}()
+}
+
+// turnEnds passes events on and commits the vault after every turn.
+type turnEnds struct {
+	next  supervisor.Sink
+	onEnd func()
+}
+
+func (t turnEnds) Publish(ev supervisor.Event) {
+	t.next.Publish(ev)
+	if ev.Kind == supervisor.EventTurnEnd {
+		t.onEnd()
+	}
 }
 
 func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
@@ -54,7 +90,8 @@ func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
 	}
 	tools := append(append(append([]string{}, fileTools...), webTools...), "AskUserQuestion")
 	allowed := append(append([]string{}, fileTools...), webTools...)
-	return supervisor.NewSession(supervisor.SessionConfig{
+	var sess *supervisor.Session
+	sess = supervisor.NewSession(supervisor.SessionConfig{
 		ID:           p.ID,
 		Person:       p.Person,
 		Dir:          dir,
@@ -66,16 +103,22 @@ func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
 			Tools:          tools,
 			AllowedTools:   allowed,
 			PermissionMode: "acceptEdits",
+			Hooks:          l.hooks.Matchers(),
+			ExtraArgs:      hooks.IsolationArgs(),
 		},
 		Handlers: func(s *supervisor.Session) supervisor.Handlers {
 			return supervisor.Handlers{
 				CanUseTool: p.Chat.CanUseTool(relay.AskPolicy{Timeout: l.askTimeout}),
+				HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {
+					return l.hooks.Handle(ctx, s, req)
+				},
 			}
 		},
-		Sink:         p.Sink,
+		Sink:         turnEnds{next: p.Sink, onEnd: func() { l.commitTurn(sess) }},
 		StallTimeout: l.stallTimeout,
 		Logger:       l.log,
 	})
+	return sess
 }
 
 // claudeVersion runs `claude --version` (for /readyz and the start-up log).
@@ -114,9 +157,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		log.Warn().Str("anthropic_base_url", os.Getenv("ANTHROPIC_BASE_URL")).Msg("the CLI talks to ANTHROPIC_BASE_URL, not the Anthropic API")
 	}
 
+	git := hooks.NewGitSync(hooks.GitConfig{Root: vaultRoot, Logger: log})
+	defer git.Close()
 	l := &launcher{claude: claude, vaultRoot: vaultRoot, env: childEnv,
-		askTimeout: cfg.AskTimeout, stallTimeout: cfg.StallTimeout, log: log}
+		askTimeout: cfg.AskTimeout, stallTimeout: cfg.StallTimeout, log: log,
+		hooks: hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log})}
 	sessions := relay.NewSessions(l, log)
+	defer l.commits.Wait()
 	defer sessions.Close()
 
 	done := make(chan struct{})
