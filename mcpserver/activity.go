@@ -37,9 +37,13 @@ type entry struct {
 	text   string
 }
 
-// activityPath is where person's log lives.
+// activityRel is where person's log lives, relative to the vault root.
+func activityRel(person string) string {
+	return filepath.ToSlash(filepath.Join(person, "linkedin", "activity.md"))
+}
+
 func activityPath(root, person string) string {
-	return filepath.Join(root, person, "linkedin", "activity.md")
+	return filepath.Join(root, filepath.FromSlash(activityRel(person)))
 }
 
 const activityHeader = "# LinkedIn activity\n\nWritten by Major for every post, comment and reply.\n\n"
@@ -64,7 +68,7 @@ func (l *activityLog) record(ctx context.Context, person string, e entry) error 
 		return nil
 	}
 	msg := fmt.Sprintf("LinkedIn %s %s (%s)", e.action, e.urn, person)
-	if err := l.committer.Commit(ctx, msg, path); err != nil {
+	if err := l.committer.Commit(ctx, msg, activityRel(person)); err != nil {
 		return fmt.Errorf("commit activity log: %w", err)
 	}
 	return nil

@@ -35,6 +35,13 @@ var _ mcpserver.Committer = (*gitCommitter)(nil)
 func (g *gitCommitter) Commit(ctx context.Context, message string, paths ...string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// The contract (and hooks.GitSync) takes paths relative to the vault
+	// root only.
+	for _, p := range paths {
+		if filepath.IsAbs(p) || strings.HasPrefix(filepath.Clean(p), "..") {
+			return fmt.Errorf("path %q is not relative to the repository", p)
+		}
+	}
 	if err := runGit(ctx, g.dir, append([]string{"add", "--"}, paths...)...); err != nil {
 		return err
 	}

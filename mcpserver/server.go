@@ -72,8 +72,8 @@ type LinkedIn interface {
 var _ LinkedIn = (*linkedin.Client)(nil)
 
 // Committer records changed files in the vault's git repository (pull,
-// commit the given paths, push), one commit at a time. Paths are absolute
-// paths inside the vault root.
+// commit the given paths, push), one commit at a time. Paths are relative to
+// the vault root, such as "sebastian/linkedin/activity.md".
 type Committer interface {
 	Commit(ctx context.Context, message string, paths ...string) error
 }
