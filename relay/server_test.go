@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -596,4 +597,9 @@ func TestAuthAndBadInput(t *testing.T) {
 	if streamText(evs) != "fine" {
 		t.Fatalf("after bad input: %v", evs)
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

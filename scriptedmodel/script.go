@@ -24,14 +24,16 @@ import (
 // that carries tool results is answered "RESULT<<...>>" with their text, so
 // a test can see what the CLI handed back to the model.
 func Script(req Request) Reply {
-	if results := req.ToolResults(); len(results) > 0 {
+	text := req.LastUserText()
+	// The CLI may put a tool result and the person's next message in one
+	// user message (after an interrupted tool call): typed text wins.
+	if results := req.ToolResults(); len(results) > 0 && text == "" {
 		var parts []string
 		for _, b := range results {
 			parts = append(parts, b.ResultText())
 		}
 		return Text("RESULT<<" + strings.Join(parts, " | ") + ">>")
 	}
-	text := req.LastUserText()
 	name, args, ok := directive(text)
 	if !ok {
 		return Text(offlineAnswer(text))
