@@ -44,6 +44,7 @@ type config struct {
 	AuthFile       string
 	LinkedInAPI    string
 	LinkedInConfig string
+	AutoPublish    string
 	LogLevel       string
 	AskTimeout     time.Duration
 	StallTimeout   time.Duration
@@ -79,6 +80,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.AuthFile, "auth-file", env(getenv, "MAJOR_AUTH_FILE", ""), `JSON {"tokens": {"<token>": ["person", ...]}} (MAJOR_AUTH_FILE)`)
 	fs.StringVar(&c.LinkedInAPI, "linkedin-api", env(getenv, "MAJOR_LINKEDIN_API", "https://api.linkedin.com"), "LinkedIn REST API base URL (MAJOR_LINKEDIN_API)")
 	fs.StringVar(&c.LinkedInConfig, "linkedin-config", env(getenv, "MAJOR_LINKEDIN_CONFIG", ""), "JSON of LinkedIn access token and author per person (MAJOR_LINKEDIN_CONFIG)")
+	fs.StringVar(&c.AutoPublish, "linkedin-auto-publish", env(getenv, "MAJOR_LINKEDIN_AUTO_PUBLISH", ""), "comma-separated persons whose LinkedIn posts, comments and replies run without asking (MAJOR_LINKEDIN_AUTO_PUBLISH)")
 	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "MAJOR_LOG_LEVEL", "info"), "debug, info, warn or error (MAJOR_LOG_LEVEL)")
 	fs.DurationVar(&c.AskTimeout, "ask-timeout", envDuration(getenv, "MAJOR_ASK_TIMEOUT", relay.DefaultAskTimeout), "how long a question or permission prompt waits (MAJOR_ASK_TIMEOUT)")
 	fs.DurationVar(&c.StallTimeout, "stall-timeout", envDuration(getenv, "MAJOR_STALL_TIMEOUT", 10*time.Minute), "kill a claude that writes nothing this long during a turn (MAJOR_STALL_TIMEOUT)")

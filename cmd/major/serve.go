@@ -16,6 +16,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/linkedin"
+	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 )
@@ -48,7 +50,12 @@ type launcher struct {
 	askTimeout   time.Duration
 	stallTimeout time.Duration
 	hooks        *hooks.Hooks
-	log          zerolog.Logger
+	mcp          *mcpserver.Server
+	// autoPublish are the persons whose LinkedIn publishing tools run
+	// without asking; for everyone else each post, comment and reply
+	// waits for the person's permission.
+	autoPublish map[string]bool
+	log         zerolog.Logger
 
 	// commits are the end-of-turn git commits in flight; serve waits for
 	// them before it exits.
@@ -88,8 +95,18 @@ func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		l.log.Error().Err(err).Str("dir", dir).Msg("create the person's vault folder")
 	}
-	tools := append(append(append([]string{}, fileTools...), webTools...), "AskUserQuestion")
+	linkedIn := mcpserver.QualifiedNames(mcpserver.ToolNames())
+	tools := append(append(append(append([]string{}, fileTools...), webTools...), "AskUserQuestion"), linkedIn...)
 	allowed := append(append([]string{}, fileTools...), webTools...)
+	publishing := map[string]bool{}
+	for _, t := range mcpserver.QualifiedNames(mcpserver.PublishingTools()) {
+		publishing[t] = true
+	}
+	for _, t := range linkedIn {
+		if !publishing[t] || l.autoPublish[p.Person] {
+			allowed = append(allowed, t)
+		}
+	}
 	var sess *supervisor.Session
 	sess = supervisor.NewSession(supervisor.SessionConfig{
 		ID:           p.ID,
@@ -103,14 +120,23 @@ func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
 			Tools:          tools,
 			AllowedTools:   allowed,
 			PermissionMode: "acceptEdits",
+			SDKMCPServers:  []string{mcpserver.ServerName},
 			Hooks:          l.hooks.Matchers(),
 			ExtraArgs:      hooks.IsolationArgs(),
 		},
 		Handlers: func(s *supervisor.Session) supervisor.Handlers {
 			return supervisor.Handlers{
-				CanUseTool: p.Chat.CanUseTool(relay.AskPolicy{Timeout: l.askTimeout}),
+				// The CLI asks only for tools outside the allowed set: the
+				// person decides each of those.
+				CanUseTool: p.Chat.CanUseTool(relay.AskPolicy{Timeout: l.askTimeout, Ask: func(string) bool { return true }}),
 				HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {
 					return l.hooks.Handle(ctx, s, req)
+				},
+				MCPMessage: func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error) {
+					if server != mcpserver.ServerName {
+						return nil, fmt.Errorf("no MCP server named %q", server)
+					}
+					return l.mcp.HandleMessage(ctx, s.Person(), msg)
 				},
 			}
 		},
@@ -159,18 +185,42 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 
 	git := hooks.NewGitSync(hooks.GitConfig{Root: vaultRoot, Logger: log})
 	defer git.Close()
+	accounts, err := linkedin.LoadConfig(cfg.LinkedInConfig)
+	if err != nil {
+		return err
+	}
+	if len(accounts) == 0 {
+		log.Warn().Msg("LinkedIn is not configured (--linkedin-config): the LinkedIn tools will say so to the model")
+	}
+	mcp := mcpserver.New(mcpserver.Config{
+		LinkedIn:  linkedin.New(linkedin.Config{BaseURL: cfg.LinkedInAPI, Logger: log}),
+		Accounts:  accounts,
+		VaultRoot: vaultRoot,
+		Committer: git,
+		Logger:    log,
+	})
+	auto := map[string]bool{}
+	for _, p := range strings.Split(cfg.AutoPublish, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			auto[p] = true
+		}
+	}
 	l := &launcher{claude: claude, vaultRoot: vaultRoot, env: childEnv,
 		askTimeout: cfg.AskTimeout, stallTimeout: cfg.StallTimeout, log: log,
-		hooks: hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log})}
+		hooks:       hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log}),
+		mcp:         mcp,
+		autoPublish: auto}
 	sessions := relay.NewSessions(l, log)
 	defer l.commits.Wait()
 	defer sessions.Close()
 
 	done := make(chan struct{})
 	srvCfg := relay.ServerConfig{
-		Auth:     auth,
-		Sessions: sessions,
-		Logger:   log,
+		Auth:       auth,
+		Sessions:   sessions,
+		Logger:     log,
+		MCP:        mcp.HTTPHandler(),
+		WithPerson: mcpserver.WithPerson,
 		Ready: func(ctx context.Context) error {
 			_, err := claudeVersion(ctx, claude)
 			return err

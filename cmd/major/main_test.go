@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/majorhq/major/clitest"
+	"github.com/majorhq/major/linkedin"
+	"github.com/majorhq/major/linkedin/linkedintest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type server struct {
+	url    string
+	env    *clitest.Env
+	li     *linkedintest.Server
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+const testToken = "full-stack-token"
+
+// start runs the whole program, as `major serve`, on a free port.
+func start(tb testing.TB, extra ...string) *server {
+	tb.Helper()
+	env := clitest.New(tb, nil)
+	li := linkedintest.New(tb, linkedin.DefaultVersion)
+	li.AddAccount("li-token-sebastian", "urn:li:person:seb")
+	dir := tb.TempDir()
+	authFile := filepath.Join(dir, "auth.json")
+	liFile := filepath.Join(dir, "linkedin.json")
+	writeFile(tb, authFile, `{"tokens": {"`+testToken+`": ["sebastian", "petra"]}}`)
+	writeFile(tb, liFile, `{"sebastian": {"access_token": "li-token-sebastian", "author": "urn:li:person:seb"}}`)
+	for _, kv := range env.ChildEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "HOME" || strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "CLAUDE_") {
+			tb.Setenv(k, v)
+		}
+	}
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--vault-root", env.VaultRoot,
+		"--state-dir", filepath.Join(dir, "state"), "--claude", env.Binary, "--auth-file", authFile,
+		"--linkedin-api", li.URL, "--linkedin-config", liFile, "--log-level", "debug"}, extra...)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{env: env, li: li, logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- run(ctx, args, s.logs, io.Discard) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.url == "" {
+		if time.Now().After(deadline) {
+			tb.Fatalf("server did not start; logs:\n%s", s.logs)
+		}
+		select {
+		case err := <-s.done:
+			tb.Fatalf("run returned early: %v\n%s", err, s.logs)
+		default:
+		}
+		for _, line := range strings.Split(s.logs.String(), "\n") {
+			if strings.Contains(line, "major is serving") {
+				var l struct{ Addr string }
+				_ = json.Unmarshal([]byte(line), &l)
+				s.url = l.Addr
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tb.Cleanup(func() { s.stop(tb) })
+	return s
+}
+
+func (s *server) stop(tb testing.TB) {
+	s.cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			tb.Errorf("run: %v", err)
+		}
+		s.done <- nil
+	case <-time.After(30 * time.Second):
+		tb.Fatal("server did not shut down")
+	}
+}
+
+func writeFile(tb testing.TB, path, content string) {
+	tb.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (s *server) req(tb testing.TB, method, path, body string) *http.Response {
+	tb.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("X-Notes-Person", "sebastian")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp
+}
+
+func readAll(tb testing.TB, resp *http.Response) string {
+	tb.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestServeFullStack(t *testing.T) {
+	s := start(t)
+
+	if got := readAll(t, s.req(t, "GET", "/healthz", "")); !strings.Contains(got, "ok") {
+		t.Fatalf("healthz: %s", got)
+	}
+	if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"ready"`) {
+		t.Fatalf("readyz: %s", got)
+	}
+
+	// A plain compat turn.
+	out := readAll(t, s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[say hello from the stack]]"}`))
+	if !strings.Contains(out, `{"type":"text","delta":"hello from the stack"}`) || !strings.Contains(out, `"type":"done"`) {
+		t.Fatalf("chat-stream: %s", out)
+	}
+
+	// A LinkedIn post asks for permission first; the phone allows it.
+	resp := s.req(t, "POST", "/api/claude/sessions", "")
+	var created struct{ ID string }
+	_ = json.Unmarshal([]byte(readAll(t, resp)), &created)
+	events := s.req(t, "GET", "/api/claude/sessions/"+created.ID+"/events?types=permission,text,done,error", "")
+	defer events.Body.Close()
+	lines := bufio.NewScanner(events.Body)
+	next := func() map[string]any {
+		for lines.Scan() {
+			var m map[string]any
+			_ = json.Unmarshal(lines.Bytes(), &m)
+			if m["type"] != "ping" {
+				return m
+			}
+		}
+		t.Fatalf("events stream ended: %v", lines.Err())
+		return nil
+	}
+	msg := `{"message":"[[tool mcp__linkedin__linkedin_post {\"text\":\"Notes on notes\"}]]"}`
+	if r := s.req(t, "POST", "/api/claude/sessions/"+created.ID+"/messages", msg); r.StatusCode != 202 {
+		t.Fatalf("post message: %d %s", r.StatusCode, readAll(t, r))
+	}
+	perm := next()
+	if perm["type"] != "permission" || perm["tool"] != "mcp__linkedin__linkedin_post" {
+		t.Fatalf("expected a permission prompt, got %v", perm)
+	}
+	if len(s.li.Requests()) != 0 {
+		t.Fatal("LinkedIn was called before the person allowed it")
+	}
+	ans := `{"request_id":"` + perm["request_id"].(string) + `","behavior":"allow"}`
+	if r := s.req(t, "POST", "/api/claude/sessions/"+created.ID+"/permission", ans); r.StatusCode != 200 {
+		t.Fatalf("permission: %d %s", r.StatusCode, readAll(t, r))
+	}
+	text := next()
+	if !strings.Contains(text["delta"].(string), "Posted to LinkedIn: urn:li:share:") {
+		t.Fatalf("model got %v", text)
+	}
+	if done := next(); done["type"] != "done" {
+		t.Fatalf("turn end %v", done)
+	}
+	reqs := s.li.Requests()
+	if len(reqs) != 1 || reqs[0].Token != "li-token-sebastian" || reqs[0].Method != "POST" {
+		t.Fatalf("LinkedIn requests %+v", reqs)
+	}
+	log, err := exec.Command("git", "-C", s.env.VaultRoot, "log", "--format=%s", "--", "sebastian/linkedin/activity.md").Output()
+	if err != nil || !strings.Contains(string(log), "LinkedIn") {
+		t.Fatalf("activity log commit: %q %v", log, err)
+	}
+
+	// The MCP endpoint is behind the same auth.
+	req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(`{}`))
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 401 {
+		t.Fatalf("/mcp without a token: %d", r.StatusCode)
+	}
+	if strings.Contains(s.logs.String(), testToken) || strings.Contains(s.logs.String(), "li-token-sebastian") {
+		t.Fatal("a token was logged")
+	}
+}
+
+func TestFlagsAndEnv(t *testing.T) {
+	env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", "MAJOR_ADDR": ":9", "MAJOR_ASK_TIMEOUT": "3s"}
+	c, err := parseFlags([]string{"--addr", ":7"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != ":7" || c.VaultRoot != "/v" || c.AuthFile != "/a" || c.AskTimeout != 3*time.Second || c.StateDir != "/v/.major-state" {
+		t.Fatalf("config %+v", c)
+	}
+	for _, args := range [][]string{{}, {"--vault-root", "/v"}, {"--vault-root", "/v", "--auth-file", "/a", "extra"}} {
+		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); err == nil {
+			t.Fatalf("args %v accepted", args)
+		}
+	}
+	if err := run(context.Background(), []string{"bogus"}, io.Discard, io.Discard); err == nil {
+		t.Fatal("unknown command accepted")
+	}
+}
