@@ -71,7 +71,6 @@ type translator struct {
 	streamed  map[string]bool   // API message ids whose text came as deltas
 	current   string            // API message id being streamed
 	tools     map[string]string // tool_use_id -> tool name
-	text      strings.Builder   // the assistant's text in this turn
 }
 
 func newTranslator(sessionID string) *translator {
@@ -88,7 +87,6 @@ type out struct {
 func (t *translator) translate(ev supervisor.Event) []out {
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
-		t.text.Reset()
 		clear(t.streamed)
 		clear(t.tools)
 		return []out{{body: turnStartEvent{Type: "turn_start", Message: ev.Text}, beginTurn: true}}
@@ -119,7 +117,6 @@ func (t *translator) cli(m *supervisor.Message) []out {
 			t.current = e.Message.ID
 		case e.Type == "content_block_delta" && e.Delta != nil && e.Delta.Type == "text_delta" && e.Delta.Text != "":
 			t.streamed[t.current] = true
-			t.text.WriteString(e.Delta.Text)
 			outs = append(outs, out{body: textEvent{Type: "text", Delta: e.Delta.Text}})
 		}
 	case "assistant":
@@ -131,7 +128,6 @@ func (t *translator) cli(m *supervisor.Message) []out {
 			case "text":
 				// Text that did not stream (no partial messages for it).
 				if !t.streamed[m.Message.ID] && b.Text != "" {
-					t.text.WriteString(b.Text)
 					outs = append(outs, out{body: textEvent{Type: "text", Delta: b.Text}})
 				}
 			case "tool_use":

@@ -69,7 +69,9 @@ func NewServer(cfg ServerConfig) *Server {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(s.recoverer, s.accessLog)
-	r.NoRoute(func(c *gin.Context) { s.fail(c, &apiError{http.StatusNotFound, "no such endpoint: " + c.Request.URL.Path}) })
+	r.NoRoute(func(c *gin.Context) {
+		s.fail(c, &apiError{http.StatusNotFound, "no such endpoint: " + c.Request.URL.Path})
+	})
 	r.NoMethod(func(c *gin.Context) {
 		s.fail(c, &apiError{http.StatusMethodNotAllowed, c.Request.Method + " is not allowed on " + c.Request.URL.Path})
 	})
@@ -137,8 +139,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, msg = http.StatusConflict, "that request was already answered"
 	case errors.Is(err, ErrGone):
 		status, msg = http.StatusGone, "events before that seq are no longer kept; attach with after=0"
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot):
 		status, msg = http.StatusServiceUnavailable, err.Error()
+		c.Header("Retry-After", "5")
 	default:
 		s.log.Error().Err(err).Str("path", c.Request.URL.Path).Msg("request failed")
 	}
@@ -238,7 +241,7 @@ func (s *Server) startTurn(c *gin.Context, chat *Chat, message string) (*Subscri
 		s.fail(c, err)
 		return nil, false
 	}
-	if err := chat.Session().Send(context.WithoutCancel(c.Request.Context()), message); err != nil {
+	if err := s.cfg.Sessions.Send(context.WithoutCancel(c.Request.Context()), chat, message); err != nil {
 		sub.Close()
 		s.fail(c, err)
 		return nil, false
@@ -525,7 +528,7 @@ func (s *Server) postMessage(c *gin.Context) {
 		return
 	}
 	seq := chat.Stream().Seq()
-	if err := chat.Session().Send(context.WithoutCancel(c.Request.Context()), req.Message); err != nil {
+	if err := s.cfg.Sessions.Send(context.WithoutCancel(c.Request.Context()), chat, req.Message); err != nil {
 		s.fail(c, err)
 		return
 	}

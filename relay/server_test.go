@@ -27,17 +27,27 @@ type harness struct {
 	env      *clitest.Env
 	url      string
 	sessions *relay.Sessions
+	stop     func()
+	once     sync.Once
 }
 
 type harnessOpts struct {
 	askTimeout time.Duration
 	askTools   []string
 	ping       time.Duration
+	// env reuses a test world (a restarted server); nil makes a new one.
+	env      *clitest.Env
+	stateDir string
+	pool     *supervisor.Pool
+	stall    time.Duration
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
 	tb.Helper()
-	env := clitest.New(tb, nil)
+	env := o.env
+	if env == nil {
+		env = clitest.New(tb, nil)
+	}
 	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
 	launch := relay.LauncherFunc(func(p relay.SessionParams) *supervisor.Session {
 		return supervisor.NewSession(supervisor.SessionConfig{
@@ -60,11 +70,23 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 					Timeout: o.askTimeout, Ask: func(tool string) bool { return ask[tool] },
 				})}
 			},
-			Sink:   p.Sink,
-			Logger: log,
+			Sink:         p.Sink,
+			Pool:         o.pool,
+			StallTimeout: o.stall,
+			Logger:       log,
 		})
 	})
-	sessions := relay.NewSessions(launch, log)
+	var store *relay.Store
+	if o.stateDir != "" {
+		var err error
+		if store, err = relay.NewStore(o.stateDir, log); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: launch, Store: store, Logger: log})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	auth, err := relay.NewAuth(map[string][]string{token: {"sebastian", "petra"}, "only-petra": {"petra"}})
 	if err != nil {
 		tb.Fatal(err)
@@ -73,13 +95,18 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	srv := httptest.NewServer(relay.NewServer(relay.ServerConfig{
 		Auth: auth, Sessions: sessions, Logger: log, PingInterval: o.ping, Done: done,
 	}))
-	tb.Cleanup(func() {
+	h := &harness{env: env, url: srv.URL, sessions: sessions}
+	h.stop = func() {
 		close(done)
 		srv.Close()
 		sessions.Close()
-	})
-	return &harness{env: env, url: srv.URL, sessions: sessions}
+	}
+	tb.Cleanup(func() { h.once.Do(h.stop) })
+	return h
 }
+
+// shutdown stops the server as a restart would (idempotent).
+func (h *harness) shutdown() { h.once.Do(h.stop) }
 
 // request sends a request as person with token; body is JSON unless ctype
 // says otherwise.

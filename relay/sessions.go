@@ -1,8 +1,13 @@
 package relay
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,19 +59,50 @@ type LauncherFunc func(SessionParams) *supervisor.Session
 // Launch calls f.
 func (f LauncherFunc) Launch(p SessionParams) *supervisor.Session { return f(p) }
 
-// Sessions holds every chat session by id.
-type Sessions struct {
-	launcher Launcher
-	log      zerolog.Logger
-	now      func() time.Time
-
-	mu   sync.Mutex
-	byID map[string]*Chat
+// SessionsConfig configures Sessions.
+type SessionsConfig struct {
+	Launcher Launcher
+	// Store keeps sessions across restarts; nil keeps them in memory only.
+	Store *Store
+	// TTL expires sessions idle for longer (at start-up and on Expire);
+	// 0 keeps them forever.
+	TTL    time.Duration
+	Logger zerolog.Logger
+	Now    func() time.Time
 }
 
-// NewSessions returns an empty registry.
-func NewSessions(l Launcher, log zerolog.Logger) *Sessions {
-	return &Sessions{launcher: l, log: log, now: time.Now, byID: make(map[string]*Chat)}
+// Sessions holds every chat session by id.
+type Sessions struct {
+	cfg SessionsConfig
+	log zerolog.Logger
+
+	mu       sync.Mutex
+	byID     map[string]*Chat
+	shutdown bool
+}
+
+// NewSessions returns a registry, with the sessions the store kept.
+func NewSessions(cfg SessionsConfig) (*Sessions, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Sessions{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Chat)}
+	if cfg.Store == nil {
+		return s, nil
+	}
+	loaded, err := cfg.Store.load()
+	if err != nil {
+		return nil, fmt.Errorf("load sessions: %w", err)
+	}
+	for _, l := range cfg.Store.expire(loaded, cfg.TTL, cfg.Now()) {
+		if err := s.restore(l); err != nil {
+			s.log.Warn().Err(err).Str("session", l.meta.ID).Msg("could not restore session")
+		}
+	}
+	if n := len(s.byID); n > 0 {
+		s.log.Info().Int("sessions", n).Msg("sessions restored")
+	}
+	return s, nil
 }
 
 // Chat is one chat session as the relay sees it: the supervisor session,
@@ -78,11 +114,15 @@ type Chat struct {
 
 	sess   *supervisor.Session
 	stream *Stream
+	store  *Store
+	elog   *eventLog
+	log    zerolog.Logger
 
 	mu           sync.Mutex
 	tr           *translator
 	title        string
 	history      []ChatMessage
+	turnText     strings.Builder // the assistant's text in the open turn
 	lastActivity time.Time
 	interactive  int
 	asks         *asks
@@ -99,24 +139,62 @@ func (c *Chat) Stream() *Stream { return c.stream }
 func (c *Chat) Publish(ev supervisor.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ev.Kind == supervisor.EventTurnStart {
-		c.history = append(c.history, ChatMessage{Role: "user", Content: ev.Text})
-		if c.title == "" {
-			c.title = oneLine(ev.Text, 80)
-		}
+	if ev.Kind == supervisor.EventTurnEnd {
+		// Questions still open belong to the turn that just ended.
+		c.asks.cancelAll(c)
 	}
 	for _, o := range c.tr.translate(ev) {
-		c.stream.publishJSON(o.body, o.beginTurn, o.terminal)
+		if e := c.stream.publishJSON(o.body, o.beginTurn, o.terminal); e != nil {
+			c.observe(e)
+		}
 	}
 	if ev.Kind == supervisor.EventTurnStart || ev.Kind == supervisor.EventTurnEnd {
 		c.lastActivity = ev.Time
 	}
 	if ev.Kind == supervisor.EventTurnEnd {
-		if text := c.tr.text.String(); text != "" {
-			c.history = append(c.history, ChatMessage{Role: "assistant", Content: text})
+		c.persist()
+	}
+}
+
+// observe keeps the history and title from the session's own events; the
+// same code rebuilds them from the log after a restart. c.mu is held.
+func (c *Chat) observe(ev *Event) {
+	switch {
+	case ev.Type == "turn_start":
+		var e turnStartEvent
+		_ = json.Unmarshal(ev.Line, &e)
+		c.history = append(c.history, ChatMessage{Role: "user", Content: e.Message})
+		if c.title == "" {
+			c.title = oneLine(e.Message, 80)
 		}
-		if c.asks != nil {
-			c.asks.cancelAll(c)
+		c.turnText.Reset()
+	case ev.Type == "text":
+		var e textEvent
+		_ = json.Unmarshal(ev.Line, &e)
+		c.turnText.WriteString(e.Delta)
+	case ev.Terminal:
+		if c.turnText.Len() > 0 {
+			c.history = append(c.history, ChatMessage{Role: "assistant", Content: c.turnText.String()})
+		}
+		c.turnText.Reset()
+	}
+}
+
+// persist saves the index entry and compacts a log grown too big. c.mu is
+// held.
+func (c *Chat) persist() {
+	if c.store == nil {
+		return
+	}
+	m := meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
+		Created: c.Created, LastActivity: c.lastActivity}
+	if err := c.store.saveMeta(m); err != nil {
+		c.log.Error().Err(err).Msg("save session index entry")
+	}
+	if c.elog != nil && c.store.MaxLogBytes > 0 && c.elog.bytes() > c.store.MaxLogBytes {
+		kept := c.stream.compact(func(events []*Event) []*Event { return compactEvents(events, c.store.KeepCLITurns) })
+		if err := c.elog.rewrite(filepath.Join(c.store.sessionDir(c.ID), "events.ndjson"), kept); err != nil {
+			c.log.Error().Err(err).Msg("compact event log")
 		}
 	}
 }
@@ -169,21 +247,62 @@ func (s *Sessions) GetOrCreate(id, person string) *Chat {
 }
 
 func (s *Sessions) create(person string) *Chat {
-	id := uuid.NewString()
-	now := s.now()
-	c := &Chat{
-		ID: id, Person: person, Created: now,
-		stream:       NewStream(nil),
-		tr:           newTranslator(id),
-		lastActivity: now,
+	now := s.cfg.Now()
+	c, err := s.open(meta{ID: uuid.NewString(), Person: person, Created: now, LastActivity: now}, nil)
+	if err != nil {
+		// The disk failed: the session still works, in memory.
+		s.log.Error().Err(err).Msg("session state not persisted")
 	}
-	c.asks = newAsks()
-	c.sess = s.launcher.Launch(SessionParams{ID: id, Person: person, Sink: c, Chat: c})
-	s.mu.Lock()
-	s.byID[id] = c
-	s.mu.Unlock()
-	s.log.Info().Str("session", id).Str("person", person).Msg("session created")
+	s.log.Info().Str("session", c.ID).Str("person", person).Msg("session created")
 	return c
+}
+
+// open builds a Chat for m with the events already logged, and registers it.
+func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
+	c := &Chat{
+		ID: m.ID, Person: m.Person, Created: m.Created,
+		tr:           newTranslator(m.ID),
+		store:        s.cfg.Store,
+		lastActivity: m.LastActivity,
+		asks:         newAsks(),
+		log:          s.log.With().Str("session", m.ID).Logger(),
+	}
+	var err error
+	if s.cfg.Store != nil {
+		if c.elog, err = s.cfg.Store.openLog(m.ID); err == nil {
+			err = s.cfg.Store.saveMeta(m)
+		}
+	}
+	var onNew func(*Event)
+	if c.elog != nil {
+		onNew = c.elog.append
+	}
+	c.stream = NewStream(onNew)
+	c.stream.restore(events)
+	for _, ev := range events {
+		c.observe(ev)
+	}
+	c.sess = s.cfg.Launcher.Launch(SessionParams{ID: m.ID, Person: m.Person, CLISessionID: m.CLISessionID, Sink: c, Chat: c})
+	s.mu.Lock()
+	s.byID[m.ID] = c
+	s.mu.Unlock()
+	return c, err
+}
+
+// restore reopens a session read from the store. A turn the server was in
+// the middle of when it stopped is closed with an error, so clients that
+// replay the log see it end.
+func (s *Sessions) restore(l loaded) error {
+	c, err := s.open(l.meta, l.events)
+	if n := len(l.events); n > 0 && !l.events[n-1].Terminal && c.stream.turn > 0 {
+		c.mu.Lock()
+		msg := "The server restarted during this turn; send your message again to continue."
+		if e := c.stream.publishJSON(errorEvent{Type: "error", Message: msg}, false, true); e != nil {
+			c.observe(e)
+		}
+		c.mu.Unlock()
+	}
+	return err
 }
 
 // Get returns the person's session with id; ErrNotFound otherwise.
@@ -233,7 +352,61 @@ func (s *Sessions) Clear(id, person string) bool {
 		s.log.Warn().Err(err).Str("session", id).Msg("close session")
 	}
 	c.stream.Close()
+	if c.elog != nil {
+		_ = c.elog.close()
+	}
+	if c.store != nil {
+		if err := c.store.remove(id); err != nil {
+			s.log.Warn().Err(err).Str("session", id).Msg("remove session state")
+		}
+	}
 	return true
+}
+
+// Send starts a turn in chat, unless the server is shutting down.
+func (s *Sessions) Send(ctx context.Context, c *Chat, text string) error {
+	s.mu.Lock()
+	down := s.shutdown
+	s.mu.Unlock()
+	if down {
+		return fmt.Errorf("%w: shutting down", ErrUnavailable)
+	}
+	return c.sess.Send(ctx, text)
+}
+
+// Shutdown refuses new turns, interrupts the running ones and waits until
+// they have ended (their clients got their terminal events) or ctx ends.
+func (s *Sessions) Shutdown(ctx context.Context) {
+	s.mu.Lock()
+	s.shutdown = true
+	chats := make([]*Chat, 0, len(s.byID))
+	for _, c := range s.byID {
+		chats = append(chats, c)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range chats {
+		if c.sess.State() == supervisor.StateIdle {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Interrupt(ctx); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
+				c.log.Warn().Err(err).Msg("interrupt at shutdown")
+			}
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for c.sess.State() != supervisor.StateIdle {
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Close ends every session.
@@ -251,6 +424,14 @@ func (s *Sessions) Close() {
 			defer wg.Done()
 			_ = c.sess.Close()
 			c.stream.Close()
+			c.mu.Lock()
+			c.persist()
+			c.mu.Unlock()
+			if c.elog != nil {
+				if err := c.elog.close(); err != nil {
+					c.log.Error().Err(err).Msg("flush event log")
+				}
+			}
 		}()
 	}
 	wg.Wait()

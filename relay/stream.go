@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"sort"
 	"strconv"
 	"sync"
 )
@@ -80,6 +81,15 @@ func (s *Stream) restore(events []*Event) {
 		s.turn = events[n-1].Turn
 		s.base = events[0].Seq - 1
 	}
+}
+
+// compact replaces the retained events with keep(events); seqs and the
+// base do not change, so replays skip what was dropped.
+func (s *Stream) compact(keep func([]*Event) []*Event) []*Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = keep(s.events)
+	return append([]*Event(nil), s.events...)
 }
 
 // Seq is the sequence number of the last event.
@@ -195,12 +205,9 @@ func (s *Stream) Subscribe(after int64, filter func(*Event) bool, buf int) (*Sub
 	}
 	ch := make(chan *Event, buf)
 	sub := &Subscription{C: ch, ch: ch, filter: filter, stream: s}
-	start := int(after - s.base)
-	if start < len(s.events) {
-		for _, ev := range s.events[max(start, 0):] {
-			if filter(ev) {
-				sub.Replay = append(sub.Replay, ev)
-			}
+	for _, ev := range s.events[s.indexAfter(after):] {
+		if filter(ev) {
+			sub.Replay = append(sub.Replay, ev)
 		}
 	}
 	if s.closed {
@@ -216,11 +223,13 @@ func (s *Stream) Subscribe(after int64, filter func(*Event) bool, buf int) (*Sub
 func (s *Stream) Events(after int64) []*Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	start := max(int(after-s.base), 0)
-	if start >= len(s.events) {
-		return nil
-	}
-	return append([]*Event(nil), s.events[start:]...)
+	return append([]*Event(nil), s.events[s.indexAfter(after):]...)
+}
+
+// indexAfter is the index of the first retained event with a seq above
+// after (compaction leaves gaps, so it searches).
+func (s *Stream) indexAfter(after int64) int {
+	return sort.Search(len(s.events), func(i int) bool { return s.events[i].Seq > after })
 }
 
 // Subscribers is the number of live subscriptions.

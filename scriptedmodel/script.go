@@ -19,6 +19,7 @@ import (
 //	[[recall]]              list every message the person sent, in order
 //	[[status CODE]]         fail with HTTP status CODE (429, 529, 500, ...)
 //	[[drop]] / [[malformed]] break the stream mid-message
+//	[[hang]]                start the message, then send nothing
 //
 // A message with no directive gets a short offline answer, and a request
 // that carries tool results is answered "RESULT<<...>>" with their text, so
@@ -75,6 +76,8 @@ func Script(req Request) Reply {
 		return Reply{Status: code}
 	case "drop":
 		return Reply{Blocks: []ReplyBlock{{Text: "partial answer that never ends"}}, Drop: true}
+	case "hang":
+		return Reply{Hang: true}
 	case "malformed":
 		return Reply{Blocks: []ReplyBlock{{Text: "partial answer"}}, Malformed: true}
 	}

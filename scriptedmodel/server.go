@@ -31,6 +31,9 @@ type Reply struct {
 	Drop bool
 	// Malformed sends an SSE data line that is not JSON in mid-stream.
 	Malformed bool
+	// Hang starts the message and then sends nothing more until the
+	// client goes away: a model that stalls.
+	Hang bool
 }
 
 // ReplyBlock is a text block or, when Name is set, a tool_use block.
@@ -186,6 +189,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 		"id": msgID, "type": "message", "role": "assistant", "model": modelOf(req), "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 10, "output_tokens": 1},
 	}}) {
+		return
+	}
+	if reply.Hang {
+		<-r.Context().Done()
 		return
 	}
 	stop := "end_turn"

@@ -82,7 +82,9 @@ type SessionConfig struct {
 	// StallTimeout kills a CLI that writes nothing for this long while a
 	// turn runs and no question waits for the person; 0 disables.
 	StallTimeout time.Duration
-	Logger       zerolog.Logger
+	// Pool, when set, bounds live processes across sessions.
+	Pool   *Pool
+	Logger zerolog.Logger
 }
 
 // Session is one chat session: one long-lived CLI process at a time, one
@@ -185,10 +187,21 @@ func (s *Session) Send(ctx context.Context, text string) error {
 	s.turn++
 	turn := s.turn
 	s.lastActivity = time.Now()
+	needSlot := s.proc == nil && s.cfg.Pool != nil
 	s.mu.Unlock()
 
+	// A turn that needs a process waits for a slot before it starts, so a
+	// full server answers "busy" instead of a turn that fails.
+	if needSlot {
+		if err := s.cfg.Pool.acquire(ctx, s); err != nil {
+			s.mu.Lock()
+			s.running = false
+			s.mu.Unlock()
+			return err
+		}
+	}
 	s.publish(Event{Kind: EventTurnStart, Text: text})
-	proc, err := s.ensureProcess(ctx)
+	proc, err := s.ensureProcess(ctx, needSlot)
 	if err == nil {
 		s.mu.Lock()
 		interrupted := s.interrupting && s.turn == turn
@@ -209,15 +222,23 @@ func (s *Session) Send(ctx context.Context, text string) error {
 // ensureProcess returns the live process, starting (and initializing) one
 // when there is none. A resume the CLI cannot do starts a fresh
 // conversation, once, and says so.
-func (s *Session) ensureProcess(ctx context.Context) (*Process, error) {
+func (s *Session) ensureProcess(ctx context.Context, reserved bool) (*Process, error) {
 	s.mu.Lock()
 	if s.proc != nil {
 		p := s.proc
 		s.mu.Unlock()
+		if reserved {
+			s.cfg.Pool.unreserve()
+		}
 		return p, nil
 	}
 	resume := s.cliSessionID
 	s.mu.Unlock()
+	if !reserved && s.cfg.Pool != nil {
+		if err := s.cfg.Pool.acquire(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 
 	p, err := s.spawn(ctx, resume)
 	if err != nil && resume != "" && resumeFailed(err) {
@@ -226,6 +247,11 @@ func (s *Session) ensureProcess(ctx context.Context) (*Process, error) {
 		s.mu.Lock()
 		s.cliSessionID = ""
 		s.mu.Unlock()
+		if s.cfg.Pool != nil {
+			if err := s.cfg.Pool.acquire(ctx, s); err != nil {
+				return nil, err
+			}
+		}
 		p, err = s.spawn(ctx, "")
 	}
 	return p, err
@@ -257,13 +283,22 @@ func (s *Session) spawn(ctx context.Context, resume string) (*Process, error) {
 		},
 		OnExit: func(err error) {
 			<-ready
+			if s.cfg.Pool != nil {
+				s.cfg.Pool.exited(p)
+			}
 			s.onExit(p, err)
 		},
 		Grace:  spec.grace(),
 		Logger: s.log,
 	})
 	if err != nil {
+		if s.cfg.Pool != nil {
+			s.cfg.Pool.unreserve()
+		}
 		return nil, err
+	}
+	if s.cfg.Pool != nil {
+		s.cfg.Pool.started(p, s)
 	}
 	s.mu.Lock()
 	closed := s.closed
@@ -410,10 +445,14 @@ func (s *Session) checkStall(turn int) {
 		return
 	}
 	p := s.proc
+	// Detached before the turn ends, so the next turn starts a fresh
+	// process instead of writing to this dying one.
+	s.proc = nil
 	s.mu.Unlock()
 	s.log.Warn().Dur("silent", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
-	s.endTurn(turn, nil, fmt.Errorf("%w (%s)", ErrStalled, idle.Round(time.Second)), false)
 	p.Kill()
+	// The process's own reaper collects it; Wait also closes its stdin.
+	s.endTurn(turn, nil, fmt.Errorf("%w (%s)", ErrStalled, idle.Round(time.Second)), false)
 }
 
 // Interrupt stops the running turn in-band; the turn ends with its result.
@@ -495,6 +534,25 @@ func (s *Session) Stop() error {
 		return nil
 	}
 	return p.Close()
+}
+
+// StopIfIdle ends the live process if no turn runs, keeping the session:
+// the next turn resumes. It reports whether it stopped one.
+func (s *Session) StopIfIdle() bool {
+	s.mu.Lock()
+	if s.running || s.proc == nil {
+		s.mu.Unlock()
+		return false
+	}
+	p := s.proc
+	// Detached first, so a turn starting now spawns a fresh process
+	// rather than writing to this closing one.
+	s.proc = nil
+	s.mu.Unlock()
+	if err := p.Close(); err != nil {
+		s.log.Warn().Err(err).Msg("stop idle claude")
+	}
+	return true
 }
 
 // Close ends the session and its process; it is idempotent.

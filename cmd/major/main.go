@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,10 @@ type config struct {
 	AskTimeout     time.Duration
 	StallTimeout   time.Duration
 	ShutdownGrace  time.Duration
+	MaxProcesses   int
+	IdleTimeout    time.Duration
+	SlotWait       time.Duration
+	SessionTTL     time.Duration
 	WebDir         string
 }
 
@@ -64,6 +69,15 @@ func envDuration(getenv func(string) string, key string, def time.Duration) time
 	if v := getenv(key); v != "" {
 		if d, err := time.ParseDuration(v); err == nil {
 			return d
+		}
+	}
+	return def
+}
+
+func envInt(getenv func(string) string, key string, def int) int {
+	if v := getenv(key); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
 		}
 	}
 	return def
@@ -85,6 +99,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.AskTimeout, "ask-timeout", envDuration(getenv, "MAJOR_ASK_TIMEOUT", relay.DefaultAskTimeout), "how long a question or permission prompt waits (MAJOR_ASK_TIMEOUT)")
 	fs.DurationVar(&c.StallTimeout, "stall-timeout", envDuration(getenv, "MAJOR_STALL_TIMEOUT", 10*time.Minute), "kill a claude that writes nothing this long during a turn (MAJOR_STALL_TIMEOUT)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", envDuration(getenv, "MAJOR_SHUTDOWN_GRACE", 10*time.Second), "how long shutdown waits for turns to end (MAJOR_SHUTDOWN_GRACE)")
+	fs.IntVar(&c.MaxProcesses, "max-processes", envInt(getenv, "MAJOR_MAX_PROCESSES", 8), "most claude processes alive at once, about 200 MB each (MAJOR_MAX_PROCESSES; 0: no limit)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", envDuration(getenv, "MAJOR_IDLE_TIMEOUT", 15*time.Minute), "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
+	fs.DurationVar(&c.SlotWait, "slot-wait", envDuration(getenv, "MAJOR_SLOT_WAIT", 30*time.Second), "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", envDuration(getenv, "MAJOR_SESSION_TTL", 30*24*time.Hour), "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
 	fs.StringVar(&c.WebDir, "web-dir", env(getenv, "MAJOR_WEB_DIR", ""), "folder of the web client, served at /app (MAJOR_WEB_DIR)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -51,6 +51,7 @@ type launcher struct {
 	stallTimeout time.Duration
 	hooks        *hooks.Hooks
 	mcp          *mcpserver.Server
+	pool         *supervisor.Pool
 	// autoPublish are the persons whose LinkedIn publishing tools run
 	// without asking; for everyone else each post, comment and reply
 	// waits for the person's permission.
@@ -142,6 +143,7 @@ func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
 		},
 		Sink:         turnEnds{next: p.Sink, onEnd: func() { l.commitTurn(sess) }},
 		StallTimeout: l.stallTimeout,
+		Pool:         l.pool,
 		Logger:       l.log,
 	})
 	return sess
@@ -210,7 +212,21 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		hooks:       hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log}),
 		mcp:         mcp,
 		autoPublish: auto}
-	sessions := relay.NewSessions(l, log)
+	pidDir := filepath.Join(cfg.StateDir, "pids")
+	if n := supervisor.CleanOrphans(pidDir, log); n > 0 {
+		log.Warn().Int("killed", n).Msg("cleaned up claude processes of a previous server")
+	}
+	l.pool = supervisor.NewPool(supervisor.PoolConfig{Max: cfg.MaxProcesses, IdleTimeout: cfg.IdleTimeout,
+		SlotWait: cfg.SlotWait, PIDDir: pidDir, Logger: log})
+	defer l.pool.Close()
+	store, err := relay.NewStore(cfg.StateDir, log)
+	if err != nil {
+		return err
+	}
+	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: l, Store: store, TTL: cfg.SessionTTL, Logger: log})
+	if err != nil {
+		return err
+	}
 	defer l.commits.Wait()
 	defer sessions.Close()
 
@@ -239,7 +255,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	log.Info().Str("addr", "http://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
 		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Msg("major is serving")
 	return serveHTTP(ctx, ln, api, cfg.ShutdownGrace, func() {
-		log.Info().Msg("shutting down")
+		// Running turns are interrupted and end with their terminal
+		// events while their clients are still connected; then streams
+		// close and the HTTP server drains.
+		log.Info().Msg("shutting down: interrupting running turns")
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace/2)
+		defer cancel()
+		sessions.Shutdown(sctx)
 		close(done)
 	})
 }

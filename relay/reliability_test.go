@@ -1,0 +1,277 @@
+package relay_test
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/supervisor"
+)
+
+func TestRestartBetweenTurnsResumes(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	h := newHarness(t, harnessOpts{stateDir: state})
+	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "my cat is called Miso"}))
+	sid := str(evs[len(evs)-1], "session_id")
+	_, before := h.call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
+	a, closeA := h.attach(t, sid, "")
+	allBefore := until(t, a, "done")
+	closeA()
+	h.shutdown()
+
+	// A new server on the same state and vault.
+	h2 := newHarness(t, harnessOpts{stateDir: state, env: h.env})
+	_, after := h2.call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
+	if jsonBody(after) != jsonBody(before) {
+		t.Fatalf("history changed across restart:\n%v\n%v", before, after)
+	}
+	code, list := h2.call(t, "GET", "/api/claude/sessions", "sebastian", nil)
+	if code != 200 || !strings.Contains(jsonBody(list), sid) || !strings.Contains(jsonBody(list), "my cat is called Miso") {
+		t.Fatalf("sessions after restart: %v", list)
+	}
+	b, closeB := h2.attach(t, sid, "after=2")
+	replay := until(t, b, "done")
+	closeB()
+	if len(replay) != len(allBefore)-2 || jsonBody(replay[0]) != jsonBody(allBefore[2]) {
+		t.Fatalf("replay after restart: %d events, want %d", len(replay), len(allBefore)-2)
+	}
+	// The next message resumes the CLI conversation.
+	_, evs = h2.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+	if got := streamText(evs); got != "HISTORY: my cat is called Miso | [[recall]]" {
+		t.Fatalf("after restart the model saw %q", got)
+	}
+	if seqOf(t, replay[len(replay)-1]) >= 0 {
+		c, _ := h2.attach(t, sid, "types=turn_start")
+		starts := until(t, c, "turn_start")
+		starts = append(starts, until(t, c, "turn_start")...)
+		if seqOf(t, starts[1]) <= seqOf(t, allBefore[len(allBefore)-1]) {
+			t.Fatal("seq went backwards after restart")
+		}
+	}
+}
+
+func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	h := newHarness(t, harnessOpts{stateDir: state})
+	id := h.newSession(t)
+	a, closeA := h.attach(t, id, "types=text")
+	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
+	until(t, a, "text")
+	closeA()
+	// A crash: the log is left mid-turn, and a torn line at its end.
+	logPath := filepath.Join(state, "sessions", id, "events.ndjson")
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, state, state+"-crash")
+	_, _ = f.WriteString(`{"t":1,"e":{"seq":999,"type":"te`)
+	f.Close()
+	copyFile(t, logPath, filepath.Join(state+"-crash", "sessions", id, "events.ndjson"))
+	h.shutdown()
+
+	h2 := newHarness(t, harnessOpts{stateDir: state + "-crash", env: h.env})
+	b, closeB := h2.attach(t, id, "types=turn_start,text,error,done")
+	defer closeB()
+	evs := until(t, b, "error")
+	if !strings.Contains(str(evs[len(evs)-1], "message"), "restarted during this turn") {
+		t.Fatalf("crashed turn closed with %v", evs[len(evs)-1])
+	}
+	_, evs2 := h2.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[say alive]]", "session_id": id}))
+	if streamText(evs2) != "alive" {
+		t.Fatalf("after crash restart: %v", evs2)
+	}
+}
+
+func TestKilledCLIMidTurnThenUsable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	id := h.newSession(t)
+	a, closeA := h.attach(t, id, "types=text,error,done")
+	defer closeA()
+	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
+	until(t, a, "text")
+	chat, _ := h.sessions.Get(id, "sebastian")
+	start := time.Now()
+	_ = syscall.Kill(chat.Session().Pid(), syscall.SIGKILL)
+	evs := until(t, a, "error")
+	if time.Since(start) > 2*time.Second || !strings.Contains(str(evs[len(evs)-1], "message"), "exited unexpectedly") {
+		t.Fatalf("after kill -9: %v (%s)", evs[len(evs)-1], time.Since(start))
+	}
+	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": id}))
+	if !strings.HasPrefix(streamText(evs), "HISTORY: [[slow 100 50]]") {
+		t.Fatalf("after kill the model saw %q", streamText(evs))
+	}
+}
+
+func TestStalledCLIIsKilled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{stall: 1500 * time.Millisecond})
+	start := time.Now()
+	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[hang]]"}))
+	checkCompat(t, evs)
+	last := evs[len(evs)-1]
+	if str(last, "type") != "error" || !strings.Contains(str(last, "message"), "stopped responding") {
+		t.Fatalf("stalled turn ended with %v", last)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("stall detection took %s", took)
+	}
+	sid := h.sessions.List("sebastian")[0].ID
+	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[say recovered]]", "session_id": sid}))
+	if streamText(evs) != "recovered" {
+		t.Fatalf("after a stall: %v", evs)
+	}
+}
+
+func TestEvictionWithOneSlot(t *testing.T) {
+	t.Parallel()
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 20 * time.Second, Logger: zerolog.Nop()})
+	defer pool.Close()
+	h := newHarness(t, harnessOpts{pool: pool})
+	var ids []string
+	for i, word := range []string{"alpha", "beta", "gamma"} {
+		_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": word}))
+		checkCompat(t, evs)
+		ids = append(ids, str(evs[len(evs)-1], "session_id"))
+		if n := pool.Live(); n != 1 {
+			t.Fatalf("after session %d: %d live processes, want 1", i, n)
+		}
+	}
+	// Back to the first session: its process was evicted; it resumes.
+	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": ids[0]}))
+	if got := streamText(evs); got != "HISTORY: alpha | [[recall]]" {
+		t.Fatalf("evicted session resumed with %q", got)
+	}
+
+	// With the only slot held by a running turn, another turn waits and
+	// then gets a clear 503.
+	pool2 := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 300 * time.Millisecond, Logger: zerolog.Nop()})
+	defer pool2.Close()
+	h2 := newHarness(t, harnessOpts{pool: pool2, env: h.env})
+	busy := h2.newSession(t)
+	h2.call(t, "POST", "/api/claude/sessions/"+busy+"/messages", "sebastian", map[string]any{"message": "[[slow 40 50]]"})
+	other := h2.newSession(t)
+	code, out := h2.call(t, "POST", "/api/claude/sessions/"+other+"/messages", "sebastian", map[string]any{"message": "hi"})
+	if code != http.StatusServiceUnavailable || !strings.Contains(out["error"].(string), "busy") {
+		t.Fatalf("turn with no free slot: %d %v", code, out)
+	}
+	if st := stateOf(t, h2, other); st != "idle" {
+		t.Fatalf("refused session state %s", st)
+	}
+}
+
+func stateOf(tb testing.TB, h *harness, id string) string {
+	for _, s := range h.sessions.List("sebastian") {
+		if s.ID == id {
+			return s.State
+		}
+	}
+	tb.Fatalf("no session %s", id)
+	return ""
+}
+
+func TestIdleProcessStopped(t *testing.T) {
+	t.Parallel()
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 4, IdleTimeout: 300 * time.Millisecond, Logger: zerolog.Nop()})
+	defer pool.Close()
+	h := newHarness(t, harnessOpts{pool: pool})
+	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "first"}))
+	sid := str(evs[len(evs)-1], "session_id")
+	deadline := time.Now().Add(10 * time.Second)
+	for pool.Live() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("idle process not stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+	if got := streamText(evs); got != "HISTORY: first | [[recall]]" {
+		t.Fatalf("after idle stop: %q", got)
+	}
+}
+
+func TestOrphansCleaned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := startGroup(t, "/bin/sleep", "60")
+	if err := os.WriteFile(filepath.Join(dir, itoa(cmd.Process.Pid)), []byte("/bin/sleep\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A record whose pid now runs something else is not killed.
+	other := startGroup(t, "/bin/sh", "-c", "sleep 60")
+	if err := os.WriteFile(filepath.Join(dir, itoa(other.Process.Pid)), []byte("/usr/bin/claude\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := supervisor.CleanOrphans(dir, zerolog.Nop()); n != 1 {
+		t.Fatalf("killed %d groups, want 1", n)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("orphan still ran")
+	}
+	if err := syscall.Kill(other.Process.Pid, 0); errors.Is(err, syscall.ESRCH) {
+		t.Fatal("an unrelated process was killed")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("records left: %d", len(entries))
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// startGroup starts a command in its own process group, killed at cleanup.
+func startGroup(tb testing.TB, name string, args ...string) *exec.Cmd {
+	tb.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_, _ = cmd.Process.Wait()
+	})
+	return cmd
+}
+
+func copyFile(tb testing.TB, from, to string) {
+	tb.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// copyDir copies a state directory as it is on disk at this moment, which
+// is what a crashed server leaves.
+func copyDir(tb testing.TB, from, to string) {
+	tb.Helper()
+	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		copyFile(tb, path, filepath.Join(to, rel))
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+}

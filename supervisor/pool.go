@@ -1,0 +1,229 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// ErrNoSlot is returned by Send when no CLI process slot freed up in time.
+var ErrNoSlot = errors.New("all claude process slots are busy")
+
+// PoolConfig bounds the CLI processes of all sessions.
+type PoolConfig struct {
+	// Max is the most processes alive at once; 0 means no limit. Each
+	// claude process costs about 200 MB.
+	Max int
+	// IdleTimeout stops a process whose session has been idle this long;
+	// 0 never does. The next turn resumes transparently.
+	IdleTimeout time.Duration
+	// SlotWait is how long a turn waits for a slot before ErrNoSlot;
+	// default 30s.
+	SlotWait time.Duration
+	// PIDDir records each live process group, so a server that died
+	// without cleaning up can kill them at its next start (CleanOrphans).
+	PIDDir string
+	Logger zerolog.Logger
+}
+
+// Pool shares a bounded number of CLI process slots among sessions. When
+// it is full, a turn that needs a process stops the least recently used
+// idle session's process; if none is idle, it waits up to SlotWait.
+type Pool struct {
+	cfg PoolConfig
+	log zerolog.Logger
+
+	mu       sync.Mutex
+	live     map[*Process]*Session
+	reserved int
+	changed  chan struct{} // closed and replaced whenever a slot frees
+
+	stop    chan struct{}
+	stopped sync.WaitGroup
+	once    sync.Once
+}
+
+// NewPool returns a pool; with an IdleTimeout it runs a reaper until Close.
+func NewPool(cfg PoolConfig) *Pool {
+	if cfg.SlotWait <= 0 {
+		cfg.SlotWait = 30 * time.Second
+	}
+	p := &Pool{cfg: cfg, log: cfg.Logger, live: map[*Process]*Session{},
+		changed: make(chan struct{}), stop: make(chan struct{})}
+	if cfg.PIDDir != "" {
+		if err := os.MkdirAll(cfg.PIDDir, 0o700); err != nil {
+			p.log.Error().Err(err).Msg("pid dir; orphans will not be tracked")
+			p.cfg.PIDDir = ""
+		}
+	}
+	if cfg.IdleTimeout > 0 {
+		p.stopped.Add(1)
+		go p.reap()
+	}
+	return p
+}
+
+// Live is the number of live (or starting) processes.
+func (p *Pool) Live() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.live) + p.reserved
+}
+
+// acquire reserves a slot for a process about to start.
+func (p *Pool) acquire(ctx context.Context, self *Session) error {
+	timer := time.NewTimer(p.cfg.SlotWait)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		if p.cfg.Max <= 0 || len(p.live)+p.reserved < p.cfg.Max {
+			p.reserved++
+			p.mu.Unlock()
+			return nil
+		}
+		victims := p.idleLocked(self)
+		changed := p.changed
+		p.mu.Unlock()
+
+		evicted := false
+		for _, v := range victims {
+			if v.StopIfIdle() {
+				p.log.Info().Str("session", v.ID()).Msg("stopped the least recently used idle claude to free a slot")
+				evicted = true
+				break
+			}
+		}
+		if evicted {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return fmt.Errorf("%w (waited %s for one of %d)", ErrNoSlot, p.cfg.SlotWait, p.cfg.Max)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.stop:
+			return ErrNoSlot
+		}
+	}
+}
+
+// idleLocked lists sessions with a live, idle process, least recently
+// used first.
+func (p *Pool) idleLocked(except *Session) []*Session {
+	var out []*Session
+	for _, s := range p.live {
+		if s != except && s.State() == StateIdle {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].LastActivity().Before(out[j].LastActivity()) })
+	return out
+}
+
+// unreserve gives back a reservation whose process never started.
+func (p *Pool) unreserve() {
+	p.mu.Lock()
+	p.reserved--
+	p.signalLocked()
+	p.mu.Unlock()
+}
+
+// started turns a reservation into a live process.
+func (p *Pool) started(proc *Process, s *Session) {
+	p.mu.Lock()
+	p.reserved--
+	p.live[proc] = s
+	p.mu.Unlock()
+	if p.cfg.PIDDir != "" {
+		_ = os.WriteFile(filepath.Join(p.cfg.PIDDir, strconv.Itoa(proc.Pid())), []byte(proc.cfg.Path+"\n"), 0o600)
+	}
+}
+
+// exited frees the slot of a process that is gone.
+func (p *Pool) exited(proc *Process) {
+	p.mu.Lock()
+	delete(p.live, proc)
+	p.signalLocked()
+	p.mu.Unlock()
+	if p.cfg.PIDDir != "" {
+		_ = os.Remove(filepath.Join(p.cfg.PIDDir, strconv.Itoa(proc.Pid())))
+	}
+}
+
+func (p *Pool) signalLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *Pool) reap() {
+	defer p.stopped.Done()
+	tick := time.NewTicker(min(max(p.cfg.IdleTimeout/4, 10*time.Millisecond), 30*time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		var idle []*Session
+		for _, s := range p.live {
+			if s.State() == StateIdle && time.Since(s.LastActivity()) >= p.cfg.IdleTimeout {
+				idle = append(idle, s)
+			}
+		}
+		p.mu.Unlock()
+		for _, s := range idle {
+			if s.StopIfIdle() {
+				p.log.Info().Str("session", s.ID()).Dur("idle", p.cfg.IdleTimeout).Msg("stopped an idle claude; the next turn resumes it")
+			}
+		}
+	}
+}
+
+// Close stops the reaper; it does not stop processes (their sessions do).
+func (p *Pool) Close() {
+	p.once.Do(func() { close(p.stop) })
+	p.stopped.Wait()
+}
+
+// CleanOrphans kills the process groups a previous server recorded in
+// pidDir and that still run the recorded binary, and forgets the records.
+// Checking the command line keeps a reused pid from being killed.
+func CleanOrphans(pidDir string, log zerolog.Logger) int {
+	entries, err := os.ReadDir(pidDir)
+	if err != nil {
+		return 0
+	}
+	killed := 0
+	for _, e := range entries {
+		path := filepath.Join(pidDir, e.Name())
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 {
+			_ = os.Remove(path)
+			continue
+		}
+		want, _ := os.ReadFile(path)
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		bin := strings.TrimSpace(string(want))
+		if err == nil && bin != "" && strings.HasPrefix(string(cmdline), bin) {
+			if syscall.Kill(-pid, syscall.SIGKILL) == nil {
+				killed++
+				log.Warn().Int("pgid", pid).Msg("killed a claude process group left by a previous server")
+			}
+		}
+		_ = os.Remove(path)
+	}
+	return killed
+}
