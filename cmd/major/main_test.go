@@ -5,13 +5,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +57,16 @@ type server struct {
 	logs   *syncBuffer
 	cancel context.CancelFunc
 	done   chan error
+	args   []string
+	state  string
+}
+
+func (s *server) logsStateDir(tb testing.TB) string { return s.state }
+
+// restart runs the program again with the same arguments, state and vault.
+func restart(tb testing.TB, old *server) *server {
+	tb.Helper()
+	return launch(tb, old.env, old.li, old.state, old.args)
 }
 
 const testToken = "full-stack-token"
@@ -75,11 +88,17 @@ func start(tb testing.TB, extra ...string) *server {
 			tb.Setenv(k, v)
 		}
 	}
+	state := filepath.Join(dir, "state")
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--vault-root", env.VaultRoot,
-		"--state-dir", filepath.Join(dir, "state"), "--claude", env.Binary, "--auth-file", authFile,
+		"--state-dir", state, "--claude", env.Binary, "--auth-file", authFile,
 		"--linkedin-api", li.URL, "--linkedin-config", liFile, "--log-level", "debug"}, extra...)
+	return launch(tb, env, li, state, args)
+}
+
+func launch(tb testing.TB, env *clitest.Env, li *linkedintest.Server, state string, args []string) *server {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{env: env, li: li, logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	s := &server{env: env, li: li, logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1), args: args, state: state}
 	go func() { s.done <- run(ctx, args, s.logs, io.Discard) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for s.url == "" {
@@ -243,5 +262,85 @@ func TestFlagsAndEnv(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"bogus"}, io.Discard, io.Discard); err == nil {
 		t.Fatal("unknown command accepted")
+	}
+}
+
+func TestShutdownEndsTurnsAndProcesses(t *testing.T) {
+	s := start(t, "--shutdown-grace", "10s")
+	resp := s.req(t, "POST", "/api/claude/sessions", "")
+	var created struct{ ID string }
+	_ = json.Unmarshal([]byte(readAll(t, resp)), &created)
+	events := s.req(t, "GET", "/api/claude/sessions/"+created.ID+"/events?types=text,status,done,error", "")
+	defer events.Body.Close()
+	if r := s.req(t, "POST", "/api/claude/sessions/"+created.ID+"/messages", `{"message":"[[slow 400 50]]"}`); r.StatusCode != 202 {
+		t.Fatal("post", r.StatusCode)
+	}
+	compat := s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[slow 400 50]]"}`)
+	defer compat.Body.Close()
+	compatLines := bufio.NewScanner(compat.Body)
+	for compatLines.Scan() && !strings.Contains(compatLines.Text(), "tick") {
+	}
+	evLines := bufio.NewScanner(events.Body)
+	for evLines.Scan() && !strings.Contains(evLines.Text(), "tick") {
+	}
+	pids, _ := os.ReadDir(filepath.Join(s.logsStateDir(t), "pids"))
+	if len(pids) != 2 {
+		t.Fatalf("%d recorded claude processes, want 2", len(pids))
+	}
+
+	start := time.Now()
+	s.cancel()
+	var last string
+	for compatLines.Scan() {
+		last = compatLines.Text()
+	}
+	if !strings.Contains(last, `"type":"done"`) {
+		t.Fatalf("compat client's last line at shutdown: %s", last)
+	}
+	last = ""
+	for evLines.Scan() {
+		if !strings.Contains(evLines.Text(), `"ping"`) {
+			last = evLines.Text()
+		}
+	}
+	if !strings.Contains(last, `"type":"done"`) {
+		t.Fatalf("events client's last line at shutdown: %s", last)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.done <- nil
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return")
+	}
+	if took := time.Since(start); took > 12*time.Second {
+		t.Fatalf("shutdown took %s", took)
+	}
+	for _, p := range pids {
+		pid, _ := strconv.Atoi(p.Name())
+		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Fatalf("claude group %d survived shutdown", pid)
+		}
+	}
+	if left, _ := os.ReadDir(filepath.Join(s.logsStateDir(t), "pids")); len(left) != 0 {
+		t.Fatalf("pid records left: %d", len(left))
+	}
+}
+
+func TestRestartKeepsSessions(t *testing.T) {
+	s := start(t)
+	out := readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"remember 7"}`))
+	var first struct {
+		SessionID string `json:"session_id"`
+	}
+	_ = json.Unmarshal([]byte(out), &first)
+	s.stop(t)
+
+	s2 := restart(t, s)
+	out = readAll(t, s2.req(t, "POST", "/api/claude/chat", `{"message":"[[recall]]","session_id":"`+first.SessionID+`"}`))
+	if !strings.Contains(out, `"response":"HISTORY: remember 7 | [[recall]]"`) {
+		t.Fatalf("after restart: %s", out)
 	}
 }
