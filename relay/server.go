@@ -254,6 +254,22 @@ func (s *Server) startTurn(c *gin.Context, chat *Chat, message string) (*Subscri
 // ended first (client gone, cut off, shutdown).
 func (s *Server) turnEvents(ctx context.Context, sub *Subscription, fn func(*Event) error, idle func() error) (bool, error) {
 	turn := 0
+	// handle reports whether ev ended the turn.
+	handle := func(ev *Event) (bool, error) {
+		if turn == 0 {
+			if ev.Type == "turn_start" {
+				turn = ev.Turn
+			}
+			return false, nil
+		}
+		if ev.Turn != turn {
+			return false, nil
+		}
+		if err := fn(ev); err != nil {
+			return false, err
+		}
+		return ev.Terminal, nil
+	}
 	ping := time.NewTimer(s.cfg.PingInterval)
 	defer ping.Stop()
 	for {
@@ -262,20 +278,8 @@ func (s *Server) turnEvents(ctx context.Context, sub *Subscription, fn func(*Eve
 			if !ok {
 				return false, sub.Err()
 			}
-			if turn == 0 {
-				if ev.Type == "turn_start" {
-					turn = ev.Turn
-				}
-				continue
-			}
-			if ev.Turn != turn {
-				continue
-			}
-			if err := fn(ev); err != nil {
-				return false, err
-			}
-			if ev.Terminal {
-				return true, nil
+			if end, err := handle(ev); end || err != nil {
+				return end, err
 			}
 			ping.Reset(s.cfg.PingInterval)
 		case <-ping.C:
@@ -288,7 +292,20 @@ func (s *Server) turnEvents(ctx context.Context, sub *Subscription, fn func(*Eve
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-s.cfg.Done:
-			return false, errShuttingDown
+			// Shutdown ends turns first: what is buffered still goes out.
+			for {
+				select {
+				case ev, ok := <-sub.C:
+					if !ok {
+						return false, errShuttingDown
+					}
+					if end, err := handle(ev); end || err != nil {
+						return end, err
+					}
+				default:
+					return false, errShuttingDown
+				}
+			}
 		}
 	}
 }
@@ -488,7 +505,16 @@ func (s *Server) events(c *gin.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.cfg.Done:
-			return
+			for { // send what is buffered, then end
+				select {
+				case ev, ok := <-sub.C:
+					if !ok || w.line(ev.Line) != nil {
+						return
+					}
+				default:
+					return
+				}
+			}
 		}
 	}
 }

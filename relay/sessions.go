@@ -67,14 +67,17 @@ type SessionsConfig struct {
 	// TTL expires sessions idle for longer (at start-up and on Expire);
 	// 0 keeps them forever.
 	TTL    time.Duration
-	Logger zerolog.Logger
-	Now    func() time.Time
+	// LiveProcesses reports live CLI processes for the metrics.
+	LiveProcesses func() int
+	Logger        zerolog.Logger
+	Now           func() time.Time
 }
 
 // Sessions holds every chat session by id.
 type Sessions struct {
-	cfg SessionsConfig
-	log zerolog.Logger
+	cfg     SessionsConfig
+	log     zerolog.Logger
+	metrics *Metrics
 
 	mu       sync.Mutex
 	byID     map[string]*Chat
@@ -86,7 +89,9 @@ func NewSessions(cfg SessionsConfig) (*Sessions, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Sessions{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Chat)}
+	s := &Sessions{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Chat), metrics: newMetrics()}
+	s.metrics.live = cfg.LiveProcesses
+	s.metrics.sessions = s.counts
 	if cfg.Store == nil {
 		return s, nil
 	}
@@ -114,9 +119,10 @@ type Chat struct {
 
 	sess   *supervisor.Session
 	stream *Stream
-	store  *Store
-	elog   *eventLog
-	log    zerolog.Logger
+	store   *Store
+	elog    *eventLog
+	log     zerolog.Logger
+	metrics *Metrics
 
 	mu           sync.Mutex
 	tr           *translator
@@ -124,6 +130,7 @@ type Chat struct {
 	history      []ChatMessage
 	turnText     strings.Builder // the assistant's text in the open turn
 	lastActivity time.Time
+	turnStarted  time.Time
 	interactive  int
 	asks         *asks
 }
@@ -151,7 +158,11 @@ func (c *Chat) Publish(ev supervisor.Event) {
 	if ev.Kind == supervisor.EventTurnStart || ev.Kind == supervisor.EventTurnEnd {
 		c.lastActivity = ev.Time
 	}
-	if ev.Kind == supervisor.EventTurnEnd {
+	switch ev.Kind {
+	case supervisor.EventTurnStart:
+		c.turnStarted = ev.Time
+	case supervisor.EventTurnEnd:
+		c.metrics.turnEnded(ev.Time.Sub(c.turnStarted), ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted), ev.Interrupted)
 		c.persist()
 	}
 }
@@ -266,6 +277,7 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 		lastActivity: m.LastActivity,
 		asks:         newAsks(),
 		log:          s.log.With().Str("session", m.ID).Logger(),
+		metrics:      s.metrics,
 	}
 	var err error
 	if s.cfg.Store != nil {
@@ -278,6 +290,7 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 		onNew = c.elog.append
 	}
 	c.stream = NewStream(onNew)
+	c.stream.onDrop = func() { s.metrics.dropped.Add(1) }
 	c.stream.restore(events)
 	for _, ev := range events {
 		c.observe(ev)
@@ -294,7 +307,7 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 // replay the log see it end.
 func (s *Sessions) restore(l loaded) error {
 	c, err := s.open(l.meta, l.events)
-	if n := len(l.events); n > 0 && !l.events[n-1].Terminal && c.stream.turn > 0 {
+	if c.stream.TurnOpen() {
 		c.mu.Lock()
 		msg := "The server restarted during this turn; send your message again to continue."
 		if e := c.stream.publishJSON(errorEvent{Type: "error", Message: msg}, false, true); e != nil {
@@ -363,6 +376,22 @@ func (s *Sessions) Clear(id, person string) bool {
 	return true
 }
 
+// Metrics is the relay's Prometheus handler.
+func (s *Sessions) Metrics() *Metrics { return s.metrics }
+
+func (s *Sessions) counts() (sessions, subscribers int) {
+	s.mu.Lock()
+	chats := make([]*Chat, 0, len(s.byID))
+	for _, c := range s.byID {
+		chats = append(chats, c)
+	}
+	s.mu.Unlock()
+	for _, c := range chats {
+		subscribers += c.stream.Subscribers()
+	}
+	return len(chats), subscribers
+}
+
 // Send starts a turn in chat, unless the server is shutting down.
 func (s *Sessions) Send(ctx context.Context, c *Chat, text string) error {
 	s.mu.Lock()
@@ -386,7 +415,7 @@ func (s *Sessions) Shutdown(ctx context.Context) {
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range chats {
-		if c.sess.State() == supervisor.StateIdle {
+		if !c.stream.TurnOpen() {
 			continue
 		}
 		wg.Add(1)
@@ -395,9 +424,11 @@ func (s *Sessions) Shutdown(ctx context.Context) {
 			if err := c.Interrupt(ctx); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
 				c.log.Warn().Err(err).Msg("interrupt at shutdown")
 			}
+			// The turn is over once its terminal event is in the stream,
+			// and so in every subscriber's buffer.
 			tick := time.NewTicker(20 * time.Millisecond)
 			defer tick.Stop()
-			for c.sess.State() != supervisor.StateIdle {
+			for c.stream.TurnOpen() {
 				select {
 				case <-tick.C:
 				case <-ctx.Done():

@@ -64,7 +64,9 @@ type Stream struct {
 	base   int64
 	subs   map[*Subscription]struct{}
 	closed bool
+	open   bool // a turn has started and not ended
 	onNew  func(*Event)
+	onDrop func() // a subscriber was cut off for falling behind
 }
 
 // NewStream returns an empty stream; onNew (may be nil) sees every event as
@@ -79,6 +81,7 @@ func (s *Stream) restore(events []*Event) {
 	if n := len(events); n > 0 {
 		s.seq = events[n-1].Seq
 		s.turn = events[n-1].Turn
+		s.open = !events[n-1].Terminal && s.turn > 0
 		s.base = events[0].Seq - 1
 	}
 }
@@ -90,6 +93,13 @@ func (s *Stream) compact(keep func([]*Event) []*Event) []*Event {
 	defer s.mu.Unlock()
 	s.events = keep(s.events)
 	return append([]*Event(nil), s.events...)
+}
+
+// TurnOpen reports whether the last turn has not ended yet.
+func (s *Stream) TurnOpen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open
 }
 
 // Seq is the sequence number of the last event.
@@ -109,6 +119,10 @@ func (s *Stream) publish(typ string, body []byte, beginTurn, terminal bool) *Eve
 	}
 	if beginTurn {
 		s.turn++
+		s.open = true
+	}
+	if terminal {
+		s.open = false
 	}
 	s.seq++
 	ev := newEvent(s.seq, s.turn, typ, body, terminal)
@@ -124,6 +138,9 @@ func (s *Stream) publish(typ string, body []byte, beginTurn, terminal bool) *Eve
 		case sub.ch <- ev:
 		default:
 			s.dropLocked(sub, ErrSlow)
+			if s.onDrop != nil {
+				s.onDrop()
+			}
 		}
 	}
 	return ev

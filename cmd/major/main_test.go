@@ -344,3 +344,19 @@ func TestRestartKeepsSessions(t *testing.T) {
 		t.Fatalf("after restart: %s", out)
 	}
 }
+
+func TestMetrics(t *testing.T) {
+	s := start(t)
+	readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[say counted]]"}`))
+	readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[status 400]]"}`))
+	got := readAll(t, s.req(t, "GET", "/metrics", ""))
+	for _, want := range []string{
+		"major_sessions 2", "major_claude_processes 2", "major_turns_total 2", "major_turn_errors_total 1",
+		"major_dropped_subscribers_total 0", "major_subscribers 0", `major_turn_duration_seconds_bucket{le="+Inf"} 2`,
+		"# TYPE major_turn_duration_seconds histogram",
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Fatalf("metrics lack %q:\n%s", want, got)
+		}
+	}
+}

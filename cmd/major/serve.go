@@ -223,7 +223,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: l, Store: store, TTL: cfg.SessionTTL, Logger: log})
+	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: l, Store: store, TTL: cfg.SessionTTL,
+		LiveProcesses: l.pool.Live, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -235,6 +236,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Auth:       auth,
 		Sessions:   sessions,
 		Logger:     log,
+		Metrics:    sessions.Metrics(),
 		MCP:        mcp.HTTPHandler(),
 		WithPerson: mcpserver.WithPerson,
 		Ready: func(ctx context.Context) error {
