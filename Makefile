@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 CLAUDE := .tools/claude/node_modules/.bin/claude
-STATICCHECK_VERSION := 2025.1.1
+STATICCHECK_VERSION := v0.8.2
 
 .PHONY: all build claude run test test-short lint bench clean
 

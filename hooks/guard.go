@@ -48,7 +48,7 @@ type Guard struct {
 func (g Guard) Check(person, cwd, tool string, input json.RawMessage) string {
 	vault, err := g.vault(person)
 	if err != nil {
-		return err.Error()
+		return "Access denied: " + err.Error() + "."
 	}
 	if cwd == "" {
 		cwd = vault
@@ -92,11 +92,11 @@ func (g Guard) Check(person, cwd, tool string, input json.RawMessage) string {
 // vault is the person's folder with symlinks resolved.
 func (g Guard) vault(person string) (string, error) {
 	if person == "" || person == "." || person == ".." || strings.ContainsAny(person, `/\`) || strings.ContainsRune(person, 0) {
-		return "", errors.New("Access denied: the session has no valid person, so no vault to work in.")
+		return "", errors.New("the session has no valid person, so no vault to work in")
 	}
 	v, err := filepath.EvalSymlinks(filepath.Join(g.VaultRoot, person))
 	if err != nil {
-		return "", errors.New("Access denied: the person's vault folder is missing.")
+		return "", errors.New("the person's vault folder is missing")
 	}
 	return v, nil
 }

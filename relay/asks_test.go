@@ -19,15 +19,13 @@ func waitAsk(tb testing.TB, ch <-chan map[string]json.RawMessage, typ string) (s
 func turnText(tb testing.TB, ch <-chan map[string]json.RawMessage) (string, string) {
 	tb.Helper()
 	var sb strings.Builder
-	for {
-		evs := until(tb, ch, "done")
-		for _, ev := range evs {
-			if str(ev, "type") == "text" {
-				sb.WriteString(str(ev, "delta"))
-			}
+	evs := until(tb, ch, "done")
+	for _, ev := range evs {
+		if str(ev, "type") == "text" {
+			sb.WriteString(str(ev, "delta"))
 		}
-		return sb.String(), str(evs[len(evs)-1], "type")
 	}
+	return sb.String(), str(evs[len(evs)-1], "type")
 }
 
 func TestQuestionAnsweredByOneOfTwoClients(t *testing.T) {

@@ -35,9 +35,6 @@ type (
 		Type    string `json:"type"`
 		Message string `json:"message"`
 	}
-	pingEvent struct {
-		Type string `json:"type"`
-	}
 )
 
 // The richer events of the per-session stream.
@@ -59,7 +56,6 @@ func (statusEvent) eventType() string    { return "status" }
 func (toolEvent) eventType() string      { return "tool" }
 func (doneEvent) eventType() string      { return "done" }
 func (errorEvent) eventType() string     { return "error" }
-func (pingEvent) eventType() string      { return "ping" }
 func (cliEvent) eventType() string       { return "cli" }
 func (turnStartEvent) eventType() string { return "turn_start" }
 

@@ -209,17 +209,6 @@ func (l *eventLog) bytes() int64 {
 	return l.size
 }
 
-// sync flushes to disk.
-func (l *eventLog) sync() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil || !l.dirty {
-		return nil
-	}
-	l.dirty = false
-	return l.f.Sync()
-}
-
 func (l *eventLog) close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
