@@ -64,9 +64,9 @@ type SessionsConfig struct {
 	Launcher Launcher
 	// Store keeps sessions across restarts; nil keeps them in memory only.
 	Store *Store
-	// TTL expires sessions idle for longer (at start-up and on Expire);
-	// 0 keeps them forever.
-	TTL    time.Duration
+	// TTL expires sessions idle for longer, at start-up and whenever
+	// Expire runs; 0 keeps them forever.
+	TTL time.Duration
 	// LiveProcesses reports live CLI processes for the metrics.
 	LiveProcesses func() int
 	Logger        zerolog.Logger
@@ -117,8 +117,8 @@ type Chat struct {
 	Person  string
 	Created time.Time
 
-	sess   *supervisor.Session
-	stream *Stream
+	sess    *supervisor.Session
+	stream  *Stream
 	store   *Store
 	elog    *eventLog
 	log     zerolog.Logger
@@ -438,6 +438,33 @@ func (s *Sessions) Shutdown(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Expire forgets sessions idle for longer than the TTL (state on disk
+// included) and reports how many; running sessions are kept.
+func (s *Sessions) Expire() int {
+	if s.cfg.TTL <= 0 {
+		return 0
+	}
+	now := s.cfg.Now()
+	var old []*Chat
+	s.mu.Lock()
+	for _, c := range s.byID {
+		c.mu.Lock()
+		idle := now.Sub(c.lastActivity)
+		c.mu.Unlock()
+		if idle > s.cfg.TTL && !c.stream.TurnOpen() {
+			old = append(old, c)
+		}
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, c := range old {
+		if s.Clear(c.ID, c.Person) {
+			n++
+		}
+	}
+	return n
 }
 
 // Close ends every session.

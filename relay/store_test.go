@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/supervisor"
 )
 
 func writeLog(tb testing.TB, st *Store, id string, n int) ([]*Event, string) {
@@ -135,4 +137,34 @@ func TestStoreLoadExpireAndCompact(t *testing.T) {
 		t.Fatalf("replay after compaction starts at %d", sub.Replay[0].Seq)
 	}
 	sub.Close()
+}
+
+func TestSessionsExpire(t *testing.T) {
+	dir := t.TempDir()
+	st, _ := NewStore(dir, zerolog.Nop())
+	now := time.Now()
+	clock := func() time.Time { return now }
+	launch := LauncherFunc(func(p SessionParams) *supervisor.Session {
+		return supervisor.NewSession(supervisor.SessionConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
+	})
+	s, err := NewSessions(SessionsConfig{Launcher: launch, Store: st, TTL: time.Hour, Logger: zerolog.Nop(), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old := s.GetOrCreate("", "sebastian")
+	now = now.Add(2 * time.Hour)
+	fresh := s.GetOrCreate("", "petra")
+	if n := s.Expire(); n != 1 {
+		t.Fatalf("expired %d sessions, want 1", n)
+	}
+	if _, err := s.Get(old.ID, "sebastian"); err == nil {
+		t.Fatal("old session still there")
+	}
+	if _, err := os.Stat(st.sessionDir(old.ID)); !os.IsNotExist(err) {
+		t.Fatal("old session's state still on disk")
+	}
+	if _, err := s.Get(fresh.ID, "petra"); err != nil {
+		t.Fatal("fresh session expired")
+	}
 }

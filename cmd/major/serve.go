@@ -231,6 +231,27 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	defer l.commits.Wait()
 	defer sessions.Close()
 
+	// Old sessions expire while the server runs, not only at start.
+	expiry := make(chan struct{})
+	defer func() { <-expiry }()
+	ectx, stopExpiry := context.WithCancel(ctx)
+	defer stopExpiry()
+	go func() {
+		defer close(expiry)
+		tick := time.NewTicker(time.Hour)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ectx.Done():
+				return
+			case <-tick.C:
+				if n := sessions.Expire(); n > 0 {
+					log.Info().Int("sessions", n).Msg("expired idle sessions")
+				}
+			}
+		}
+	}()
+
 	done := make(chan struct{})
 	srvCfg := relay.ServerConfig{
 		Auth:       auth,
