@@ -33,8 +33,9 @@ type ServerConfig struct {
 	// the request context by WithPerson.
 	MCP        http.Handler
 	WithPerson func(ctx context.Context, person string) context.Context
-	// Ready reports whether the server can run turns (for /readyz).
-	Ready func(ctx context.Context) error
+	// Ready reports whether the server can run turns (for /readyz), with
+	// the CLI's version.
+	Ready func(ctx context.Context) (version string, err error)
 	// Metrics, when set, is served at /metrics.
 	Metrics http.Handler
 	// Static, when set, serves the web client at /.
@@ -212,11 +213,12 @@ func (s *Server) readyz(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
 	defer cancel()
-	if err := s.cfg.Ready(ctx); err != nil {
+	version, err := s.cfg.Ready(ctx)
+	if err != nil {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "error": err.Error()})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "claude_version": version})
 }
 
 // chatSession finds or creates the session of a chat request.

@@ -430,3 +430,35 @@ func waitFor(tb testing.TB, within time.Duration, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestControlRequestsToCLI(t *testing.T) {
+	t.Parallel()
+	env := clitest.New(t, nil)
+	rec := newRecorder()
+	s := newSession(t, env, rec, nil)
+	if _, err := s.Control(context.Background(), "set_model", map[string]any{"model": "x"}); !errors.Is(err, supervisor.ErrNotRunning) {
+		t.Fatalf("control with no process: %v", err)
+	}
+	send(t, s, "[[say ready]]")
+	rec.waitEnd(t, 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.Control(ctx, "set_permission_mode", map[string]any{"mode": "default"}); err != nil {
+		t.Fatalf("set_permission_mode: %v", err)
+	}
+	if _, err := s.Control(ctx, "set_model", map[string]any{"model": "claude-test-model"}); err != nil {
+		t.Fatalf("set_model: %v", err)
+	}
+	// An unknown subtype gets the CLI's error response, matched by id.
+	_, err := s.Control(ctx, "no_such_request", nil)
+	var ce *supervisor.ControlError
+	if !errors.As(err, &ce) {
+		t.Fatalf("unknown request to the CLI: %v", err)
+	}
+	send(t, s, "[[say after controls]]")
+	rec.waitEnd(t, 30*time.Second)
+	reqs := env.Model.Requests()
+	if got := reqs[len(reqs)-1].Model; got != "claude-test-model" {
+		t.Fatalf("model after set_model: %q", got)
+	}
+}

@@ -172,7 +172,7 @@ func TestServeFullStack(t *testing.T) {
 	if got := readAll(t, s.req(t, "GET", "/healthz", "")); !strings.Contains(got, "ok") {
 		t.Fatalf("healthz: %s", got)
 	}
-	if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"ready"`) {
+	if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"ready"`) || !strings.Contains(got, `"claude_version":"2.1.330 (Claude Code)"`) {
 		t.Fatalf("readyz: %s", got)
 	}
 
@@ -243,6 +243,17 @@ func TestServeFullStack(t *testing.T) {
 	}
 	if strings.Contains(s.logs.String(), testToken) || strings.Contains(s.logs.String(), "li-token-sebastian") {
 		t.Fatal("a token was logged")
+	}
+}
+
+func TestAutoPublishSkipsThePrompt(t *testing.T) {
+	s := start(t, "--linkedin-auto-publish", "sebastian")
+	out := readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[tool mcp__linkedin__linkedin_post {\"text\":\"auto\"}]]"}`))
+	if !strings.Contains(out, "Posted to LinkedIn: urn:li:share:") {
+		t.Fatalf("auto-publish: %s", out)
+	}
+	if reqs := s.li.Requests(); len(reqs) != 1 {
+		t.Fatalf("LinkedIn got %d requests", len(reqs))
 	}
 }
 

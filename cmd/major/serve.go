@@ -260,10 +260,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Metrics:    sessions.Metrics(),
 		MCP:        mcp.HTTPHandler(),
 		WithPerson: mcpserver.WithPerson,
-		Ready: func(ctx context.Context) error {
-			_, err := claudeVersion(ctx, claude)
-			return err
-		},
+		Ready: func(ctx context.Context) (string, error) { return claudeVersion(ctx, claude) },
 		Done: done,
 	}
 	if cfg.WebDir != "" {
