@@ -3,7 +3,6 @@ module github.com/majorhq/major
 go 1.26
 
 require (
-	github.com/creack/pty v1.1.24
 	github.com/gin-gonic/gin v1.12.0
 	github.com/google/uuid v1.6.0
 	github.com/mark3labs/mcp-go v1.2.1
