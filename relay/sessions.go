@@ -162,7 +162,17 @@ func (c *Chat) Publish(ev supervisor.Event) {
 	case supervisor.EventTurnStart:
 		c.turnStarted = ev.Time
 	case supervisor.EventTurnEnd:
-		c.metrics.turnEnded(ev.Time.Sub(c.turnStarted), ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted), ev.Interrupted)
+		took := ev.Time.Sub(c.turnStarted)
+		failed := ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted)
+		c.metrics.turnEnded(took, failed, ev.Interrupted)
+		outcome := "done"
+		switch {
+		case ev.Interrupted:
+			outcome = "interrupted"
+		case failed:
+			outcome = "error"
+		}
+		c.log.Info().Str("person", c.Person).Str("outcome", outcome).Dur("took", took).AnErr("error", ev.Err).Msg("turn ended")
 		c.persist()
 	}
 }
