@@ -221,15 +221,30 @@ func (s *Server) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "claude_version": version})
 }
 
-// chatSession finds or creates the session of a chat request.
-func (s *Server) chatSession(c *gin.Context) (*Chat, chatRequest, bool) {
-	var req chatRequest
-	if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
+// validated is a request body that checks itself after decoding.
+type validated interface {
+	formDecoder
+	validate() error
+}
+
+// bind decodes and validates the body into req, answering the client on
+// failure.
+func (s *Server) bind(c *gin.Context, req validated) bool {
+	if err := decodeBody(c.Request, s.cfg.MaxBody, req); err != nil {
 		s.fail(c, err)
-		return nil, req, false
+		return false
 	}
 	if err := req.validate(); err != nil {
 		s.fail(c, err)
+		return false
+	}
+	return true
+}
+
+// chatSession finds or creates the session of a chat request.
+func (s *Server) chatSession(c *gin.Context) (*Chat, chatRequest, bool) {
+	var req chatRequest
+	if !s.bind(c, &req) {
 		return nil, req, false
 	}
 	return s.cfg.Sessions.GetOrCreate(req.SessionID, personOf(c)), req, true
@@ -547,12 +562,7 @@ func (s *Server) postMessage(c *gin.Context) {
 		return
 	}
 	var req chatRequest
-	if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := req.validate(); err != nil {
-		s.fail(c, err)
+	if !s.bind(c, &req) {
 		return
 	}
 	seq := chat.Stream().Seq()
@@ -599,12 +609,7 @@ func (s *Server) answer(c *gin.Context) {
 		return
 	}
 	var req answerRequest
-	if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := req.validate(); err != nil {
-		s.fail(c, err)
+	if !s.bind(c, &req) {
 		return
 	}
 	if err := chat.Answer("question", req.RequestID, Answer{Answers: req.Answers}); err != nil {
@@ -620,12 +625,7 @@ func (s *Server) permission(c *gin.Context) {
 		return
 	}
 	var req permissionRequest
-	if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := req.validate(); err != nil {
-		s.fail(c, err)
+	if !s.bind(c, &req) {
 		return
 	}
 	ans := Answer{Allow: req.Behavior == "allow", Message: req.Message, Remember: req.Remember}
