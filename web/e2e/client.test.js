@@ -1,0 +1,312 @@
+// The web client in a real Chromium against the real server, the real
+// Claude Code CLI and the offline scripted model.
+
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+import { startStack, TOKEN, WEB } from './stack.js';
+import { startProxy } from './proxy.js';
+
+const SHOTS = path.join(WEB, 'e2e', 'screenshots');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const WAIT = 20000; // the longest any one expectation may take
+
+let stack;
+let browser;
+let page; // the first client
+let page2; // a second client on the same session, through proxy
+let proxy;
+let sessionID;
+let broken = ''; // the first step that failed: the later ones build on it
+
+async function shot(p, name) {
+  await p.screenshot({ path: path.join(SHOTS, name + '.png'), fullPage: false });
+}
+
+// waitFor polls fn in the page until it returns a truthy value.
+function waitFor(p, fn, arg, what) {
+  return p.waitForFunction(fn, arg, { timeout: WAIT, polling: 50 }).catch((err) => {
+    throw new Error(`timed out waiting for ${what}: ${err.message.split('\n')[0]}`);
+  });
+}
+
+// step is a test that leaves a screenshot of both pages when it fails.
+function step(name, fn) {
+  test(name, { timeout: 90000 }, async () => {
+    if (broken) throw new Error(`not run: the earlier step "${broken}" failed`);
+    try {
+      await fn();
+    } catch (err) {
+      broken = name;
+      const slug = name.replace(/\W+/g, '-').toLowerCase();
+      for (const [p, n] of [[page, 1], [page2, 2]]) {
+        if (p && !p.isClosed()) await shot(p, `failed-${slug}-page${n}`).catch(() => {});
+      }
+      if (stack) console.error('--- major log (tail) ---\n' + stack.log().split('\n').slice(-40).join('\n'));
+      throw err;
+    }
+  });
+}
+
+async function newClient(viewport = { width: 1200, height: 800 }, base = stack.url) {
+  const context = await browser.newContext({ viewport });
+  const p = await context.newPage();
+  p.setDefaultTimeout(WAIT);
+  p.on('pageerror', (err) => console.error('page error:', err.message));
+  await p.goto(base + '/app/');
+  return p;
+}
+
+async function signIn(p, token = TOKEN, person = 'sebastian') {
+  await p.getByLabel('Access token').fill(token);
+  await p.getByLabel('Person').fill(person);
+  await p.getByRole('button', { name: 'Sign in' }).click();
+}
+
+async function send(p, text) {
+  const box = p.getByLabel('Message');
+  await waitFor(p, () => !document.getElementById('message').disabled, null, 'the composer to be enabled');
+  await box.fill(text);
+  await box.press('Enter');
+}
+
+// lastReply is the text of the newest assistant reply.
+function lastReply(p) {
+  return p.evaluate(() => {
+    const all = document.querySelectorAll('#transcript .msg.assistant');
+    return all.length ? all[all.length - 1].textContent : '';
+  });
+}
+
+function waitReply(p, needle) {
+  return waitFor(p, (n) => {
+    const all = document.querySelectorAll('#transcript .msg.assistant');
+    const last = all[all.length - 1];
+    return last && !last.classList.contains('running') && last.textContent.includes(n);
+  }, needle, `a finished reply containing ${JSON.stringify(needle)}`);
+}
+
+function waitIdle(p) {
+  return waitFor(p, () => !document.getElementById('message').disabled && document.getElementById('interrupt').hidden, null, 'the turn to end');
+}
+
+// transcript is what the chat shows, message by message.
+function transcript(p) {
+  return p.evaluate(() => [...document.querySelectorAll('#transcript > *')].map((e) => e.className + ': ' + e.textContent));
+}
+
+describe('web client', () => {
+  before(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    stack = await startStack();
+    proxy = await startProxy(stack.url);
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      timeout: 60000,
+    });
+  }, { timeout: 900000 });
+
+  after(async () => {
+    if (browser) await Promise.race([browser.close(), new Promise((r) => setTimeout(r, 10000))]);
+    if (proxy) await proxy.close();
+    if (stack) await stack.stop();
+  }, { timeout: 60000 });
+
+  step('sign-in rejects a wrong token and accepts the right one', async () => {
+    page = await newClient();
+    await signIn(page, 'not-the-token');
+    await waitFor(page, () => /not valid/.test(document.getElementById('signin-error').textContent), null, 'the sign-in error');
+    await shot(page, '01-signin-error');
+    await signIn(page);
+    await page.getByRole('heading', { name: 'What can I help with?' }).waitFor();
+    assert.equal(await page.evaluate(() => JSON.parse(localStorage.getItem('major.auth')).person), 'sebastian');
+    await shot(page, '02-signed-in');
+  });
+
+  step('a message gets its answer', async () => {
+    await send(page, '[[say Hello from the browser]]');
+    await waitReply(page, 'Hello from the browser');
+    await waitIdle(page);
+    sessionID = await page.evaluate(() => decodeURIComponent(location.hash.slice(1)));
+    assert.match(sessionID, /^[0-9a-f-]{36}$/);
+    const user = await page.locator('#transcript .msg.user').allTextContents();
+    assert.deepEqual(user, ['[[say Hello from the browser]]']);
+    assert.equal((await lastReply(page)).trim(), 'Hello from the browser');
+    await waitFor(page, (id) => {
+      const b = document.querySelector(`.session[data-session-id="${id}"]`);
+      return b && b.textContent.includes('[[say Hello from the browser]]');
+    }, sessionID, 'the chat in the sidebar with its title');
+    await shot(page, '03-answer');
+  });
+
+  step('the model\'s text is shown as text, with only safe formatting', async () => {
+    await send(page, '[[say <img src=x onerror="window.pwned=1"> is **bold** and [a link](javascript:window.pwned=2) <script>window.pwned=3</script>]]');
+    await waitReply(page, 'is bold and');
+    const check = await page.evaluate(() => {
+      const all = document.querySelectorAll('#transcript .msg.assistant');
+      const last = all[all.length - 1];
+      return {
+        imgs: document.querySelectorAll('#transcript img, #transcript script').length,
+        strong: last.querySelector('strong')?.textContent,
+        links: last.querySelectorAll('a').length,
+        pwned: window.pwned,
+        text: last.textContent,
+      };
+    });
+    assert.equal(check.imgs, 0);
+    assert.equal(check.strong, 'bold');
+    assert.equal(check.links, 0);
+    assert.equal(check.pwned, undefined);
+    assert.match(check.text, /<img src=x onerror="window.pwned=1">/);
+    await waitIdle(page);
+  });
+
+  step('Interrupt stops a running turn', async () => {
+    await send(page, '[[slow 40 50]]');
+    await page.getByRole('button', { name: 'Interrupt' }).waitFor();
+    assert.equal(await page.getByLabel('Message').isDisabled(), true, 'the composer is disabled while a turn runs');
+    await waitFor(page, () => {
+      const all = document.querySelectorAll('#transcript .msg.assistant');
+      return (all[all.length - 1].textContent.match(/tick/g) || []).length >= 3;
+    }, null, 'some ticks');
+    await shot(page, '04-running');
+    await page.getByRole('button', { name: 'Interrupt' }).click();
+    await waitReply(page, 'Interrupted');
+    await waitIdle(page);
+    const ticks = ((await lastReply(page)).match(/tick/g) || []).length;
+    assert.ok(ticks >= 3 && ticks < 40, `the turn stopped part way: ${ticks} ticks`);
+    await shot(page, '05-interrupted');
+  });
+
+  step('a second client on the same chat sees the same messages', async () => {
+    page2 = await newClient(undefined, proxy.url);
+    await signIn(page2);
+    await page2.locator(`.session[data-session-id="${sessionID}"]`).click();
+    const want = await transcript(page);
+    await waitFor(page2, (n) => document.querySelectorAll('#transcript > *').length === n && !document.querySelector('#transcript .running'), want.length, 'the replay');
+    assert.deepEqual(await transcript(page2), want);
+  });
+
+  step('a question is answered from one client and leaves both', async () => {
+    await send(page, '[[ask]]');
+    for (const p of [page, page2]) {
+      const card = p.locator('.card.question');
+      await card.waitFor();
+      await card.getByText('Which color?').waitFor();
+      await card.getByRole('button', { name: /Red/ }).waitFor();
+    }
+    await shot(page, '06-question');
+    await shot(page2, '07-question-second-client');
+    await page.locator('.card.question').getByRole('button', { name: /Blue/ }).click();
+    for (const p of [page, page2]) {
+      await waitReply(p, '"Which color?"="Blue"');
+      assert.equal(await p.locator('.card').count(), 0, 'the card is gone');
+      assert.match(await lastReply(p), /Answered: Which color\? Blue/);
+    }
+    await waitIdle(page);
+    await shot(page2, '08-question-answered-second-client');
+  });
+
+  step('a multi-select question takes several options', async () => {
+    await send(page, '[[ask-multi]]');
+    const card = page.locator('.card.question');
+    await card.waitFor();
+    await page2.locator('.card.question').waitFor();
+    await card.getByLabel(/Cheese/).check();
+    await card.getByLabel(/Basil/).check();
+    await shot(page, '09-multi-select');
+    await card.getByRole('button', { name: 'Send answer' }).click();
+    await waitReply(page, '"Which toppings?"="Cheese, Basil"');
+    await waitFor(page2, () => !document.querySelector('.card'), null, 'the card to leave the second client');
+    await waitIdle(page);
+  });
+
+  step('"Other" sends free text', async () => {
+    await send(page, '[[ask]]');
+    const card = page.locator('.card.question');
+    await card.waitFor();
+    await card.getByLabel('Other').fill('A deep forest green');
+    await card.getByLabel('Other').press('Enter');
+    await waitReply(page, '"Which color?"="A deep forest green"');
+    await waitIdle(page);
+  });
+
+  step('permission prompts: deny, then allow for the session', async () => {
+    const post = '[[tool mcp__linkedin__linkedin_post {"text":"Notes on notes"}]]';
+    await send(page, post);
+    let card = page.locator('.card.permission');
+    await card.waitFor();
+    await card.getByText('linkedin_post').first().waitFor();
+    await page2.locator('.card.permission').waitFor();
+    await shot(page, '10-permission');
+    await card.getByRole('button', { name: 'Deny' }).click();
+    await waitReply(page, 'Denied linkedin_post.');
+    assert.match(await lastReply(page), /denied/i);
+    await waitFor(page2, () => !document.querySelector('.card'), null, 'the card to leave the second client');
+    await waitIdle(page);
+
+    await send(page, post);
+    card = page.locator('.card.permission');
+    await card.waitFor();
+    await card.getByRole('button', { name: 'Allow for this session' }).click();
+    await waitReply(page, 'Allowed linkedin_post.');
+    await waitIdle(page);
+
+    // Remembered: the next post does not ask.
+    await send(page, post);
+    await waitReply(page, 'RESULT<<');
+    await waitIdle(page);
+    assert.equal(await page.evaluate(() => document.querySelectorAll('#transcript .msg.assistant:last-child .answered').length), 0);
+  });
+
+  step('the second client re-attaches after a drop without losing or repeating events', async () => {
+    await send(page, '[[slow 30 100]]');
+    await waitFor(page2, () => /tick/.test(document.querySelector('#transcript .msg.assistant:last-child')?.textContent || ''), null, 'ticks on the second client');
+    proxy.setDown(true);
+    await waitFor(page2, () => document.getElementById('connection').textContent.includes('Reconnecting'), null, 'the second client to notice the drop');
+    await shot(page2, '11-reconnecting');
+    await new Promise((r) => setTimeout(r, 800));
+    proxy.setDown(false);
+    await waitReply(page, 'tick');
+    await waitIdle(page);
+    await waitFor(page2, () => !document.querySelector('#transcript .running') && document.getElementById('connection').textContent === '', null, 'the second client to catch up');
+    const ticks = (await lastReply(page2)).match(/tick/g).length;
+    assert.equal(ticks, 30);
+    assert.deepEqual(await transcript(page2), await transcript(page));
+  });
+
+  step('a reload rebuilds the chat from the replay', async () => {
+    const before = await transcript(page);
+    await page.reload();
+    await waitFor(page, (n) => document.querySelectorAll('#transcript > *').length === n && !document.querySelector('#transcript .running'), before.length, 'the replay after reload');
+    // Replayed deltas are drawn on a short timer.
+    await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(await transcript(page), before);
+    assert.equal(await page.locator('.card').count(), 0);
+    await shot(page, '12-reloaded');
+  });
+
+  step('phone width: one column, chats in a drawer', async () => {
+    const phone = await newClient({ width: 390, height: 844 });
+    await signIn(phone);
+    await phone.getByRole('heading', { name: 'What can I help with?' }).waitFor();
+    await phone.getByRole('button', { name: 'Show chats' }).click();
+    await phone.locator(`.session[data-session-id="${sessionID}"]`).click();
+    await waitFor(phone, () => document.querySelectorAll('#transcript .msg').length > 4 && !document.querySelector('#transcript .running'), null, 'the chat on the phone');
+    await new Promise((r) => setTimeout(r, 300));
+    const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `no sideways scrolling (${overflow}px too wide)`);
+    assert.equal(await phone.locator('#sidebar').isVisible(), false, 'the drawer closed after choosing a chat');
+    await shot(phone, '13-phone');
+    await phone.getByRole('button', { name: 'Show chats' }).click();
+    await phone.locator('#sidebar').waitFor({ state: 'visible' });
+    await new Promise((r) => setTimeout(r, 300));
+    await shot(phone, '14-phone-drawer');
+    await phone.context().close();
+  });
+});

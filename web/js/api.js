@@ -1,0 +1,88 @@
+// The Major HTTP API as the web client uses it.
+
+// ApiError is a failed request: the HTTP status (0 when the server could
+// not be reached) and the server's message.
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+// Api calls the server as one person with one token.
+export class Api {
+  constructor({ token, person, base = '' }) {
+    this.token = token;
+    this.person = person;
+    this.base = base;
+  }
+
+  headers() {
+    return { Authorization: 'Bearer ' + this.token, 'X-Notes-Person': this.person };
+  }
+
+  async request(method, path, body) {
+    const init = { method, headers: { ...this.headers(), Accept: 'application/json' }, cache: 'no-store' };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(this.base + path, init);
+    } catch {
+      throw new ApiError(0, 'The server cannot be reached. Check your connection and try again.');
+    }
+    let data = null;
+    try {
+      data = await res.json();
+    } catch {
+      // an empty or non-JSON body
+    }
+    if (!res.ok) {
+      const msg = data && typeof data.error === 'string' ? data.error : `The server answered ${res.status}.`;
+      throw new ApiError(res.status, msg);
+    }
+    return data;
+  }
+
+  session(id) {
+    return '/api/claude/sessions/' + encodeURIComponent(id);
+  }
+
+  async listSessions() {
+    const data = await this.request('GET', '/api/claude/sessions');
+    return (data && data.sessions) || [];
+  }
+
+  createSession() {
+    return this.request('POST', '/api/claude/sessions');
+  }
+
+  postMessage(id, message) {
+    return this.request('POST', this.session(id) + '/messages', { message });
+  }
+
+  interrupt(id) {
+    return this.request('POST', this.session(id) + '/interrupt');
+  }
+
+  answer(id, requestID, answers) {
+    return this.request('POST', this.session(id) + '/answer', { request_id: requestID, answers });
+  }
+
+  permission(id, requestID, behavior, remember) {
+    return this.request('POST', this.session(id) + '/permission', { request_id: requestID, behavior, remember: !!remember });
+  }
+
+  // eventsURL is the stream of a session after seq, only with the event
+  // types this client shows (the raw CLI events are large).
+  eventsURL(id, after) {
+    return this.base + this.session(id) + '/events?after=' + after + '&types=' + SHOWN_TYPES.join(',');
+  }
+}
+
+export const SHOWN_TYPES = [
+  'turn_start', 'text', 'status', 'tool', 'done', 'error',
+  'question', 'question_answered', 'permission', 'permission_answered',
+];

@@ -1,0 +1,402 @@
+// The Major web client: sign-in, the list of chats, and the open chat
+// attached to its event stream.
+
+import { Api, ApiError } from './api.js';
+import { EventStream } from './stream.js';
+import { ChatView, h } from './chat.js';
+
+const AUTH_KEY = 'major.auth';
+const SESSION_KEY = 'major.session';
+const POLL_MS = 5000;
+
+const $ = (id) => document.getElementById(id);
+
+const ui = {
+  signin: $('signin'),
+  signinForm: $('signin-form'),
+  token: $('signin-token'),
+  person: $('signin-person'),
+  signinError: $('signin-error'),
+  signinSubmit: $('signin-submit'),
+  app: $('app'),
+  menu: $('menu'),
+  title: $('chat-title'),
+  connection: $('connection'),
+  who: $('who'),
+  signout: $('signout'),
+  sidebar: $('sidebar'),
+  scrim: $('scrim'),
+  newChat: $('new-chat'),
+  sessions: $('sessions'),
+  sessionsEmpty: $('sessions-empty'),
+  transcript: $('transcript'),
+  empty: $('empty'),
+  status: $('status'),
+  composer: $('composer'),
+  message: $('message'),
+  send: $('send'),
+  interrupt: $('interrupt'),
+};
+
+const app = {
+  api: null,
+  sessions: [],
+  current: null, // open session id
+  stream: null,
+  posting: false,
+  // A message was accepted but its turn_start has not arrived yet.
+  awaitingTurn: false,
+  interrupting: false,
+  poll: null,
+  notice: '',
+};
+
+const view = new ChatView(ui.transcript, {
+  answer: (requestID, answers) => app.api.answer(app.current, requestID, answers),
+  permission: (requestID, behavior, remember) => app.api.permission(app.current, requestID, behavior, remember),
+}, (kind) => {
+  if (kind === 'turn_start' || kind === 'done' || kind === 'error') {
+    app.awaitingTurn = false;
+    app.interrupting = false;
+  }
+  if (kind !== 'text' && kind !== 'reset') refreshSoon();
+  updateChrome();
+});
+
+// ---- sign-in ----
+
+function loadAuth() {
+  try {
+    const a = JSON.parse(localStorage.getItem(AUTH_KEY) || 'null');
+    if (a && typeof a.token === 'string' && typeof a.person === 'string') return a;
+  } catch {
+    // a damaged entry: sign in again
+  }
+  return null;
+}
+
+function showSignin(message) {
+  stopStream();
+  clearInterval(app.poll);
+  app.api = null;
+  ui.app.hidden = true;
+  ui.signin.hidden = false;
+  const saved = loadAuth();
+  if (saved && !ui.person.value) ui.person.value = saved.person;
+  ui.signinError.textContent = message || '';
+  ui.signinError.hidden = !message;
+  (ui.person.value ? ui.token : ui.person).focus();
+}
+
+async function signIn(auth) {
+  const api = new Api(auth);
+  const sessions = await api.listSessions();
+  app.api = api;
+  app.sessions = sessions;
+  localStorage.setItem(AUTH_KEY, JSON.stringify(auth));
+  ui.signin.hidden = true;
+  ui.app.hidden = false;
+  ui.who.textContent = auth.person;
+  ui.token.value = '';
+  clearInterval(app.poll);
+  app.poll = setInterval(refreshSessions, POLL_MS);
+  const wanted = decodeURIComponent(location.hash.slice(1)) || localStorage.getItem(SESSION_KEY);
+  if (wanted && sessions.some((s) => s.id === wanted)) openSession(wanted);
+  else closeSession();
+  renderSessions();
+}
+
+function signInError(err) {
+  if (!(err instanceof ApiError)) return 'Signing in failed: ' + err.message;
+  switch (err.status) {
+    case 401:
+      return 'That access token is not valid.';
+    case 403:
+      return 'This token may not act as that person.';
+    case 400:
+      return 'The person is a lowercase name such as "sebastian".';
+  }
+  return err.message;
+}
+
+ui.signinForm.addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const auth = { token: ui.token.value.trim(), person: ui.person.value.trim().toLowerCase() };
+  if (!auth.token || !auth.person) {
+    ui.signinError.textContent = 'Enter your access token and your name.';
+    ui.signinError.hidden = false;
+    return;
+  }
+  ui.signinSubmit.disabled = true;
+  try {
+    await signIn(auth);
+  } catch (err) {
+    ui.signinError.textContent = signInError(err);
+    ui.signinError.hidden = false;
+  } finally {
+    ui.signinSubmit.disabled = false;
+  }
+});
+
+ui.signout.addEventListener('click', () => {
+  localStorage.removeItem(AUTH_KEY);
+  localStorage.removeItem(SESSION_KEY);
+  closeSession();
+  showSignin('');
+});
+
+// sessionLost handles a request that says our sign-in no longer works.
+function authLost(err) {
+  if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
+    localStorage.removeItem(AUTH_KEY);
+    showSignin('Your sign-in is no longer valid. Sign in again.');
+    return true;
+  }
+  return false;
+}
+
+// ---- sessions ----
+
+let refreshTimer = null;
+function refreshSoon() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(refreshSessions, 300);
+}
+
+async function refreshSessions() {
+  if (!app.api) return;
+  try {
+    app.sessions = await app.api.listSessions();
+    renderSessions();
+  } catch (err) {
+    authLost(err);
+  }
+}
+
+const STATE_LABEL = { running: 'Running', waiting: 'Needs your answer' };
+
+function renderSessions() {
+  ui.sessions.replaceChildren(...app.sessions.map((s) => {
+    const current = s.id === app.current;
+    const label = STATE_LABEL[s.state];
+    return h('li', {},
+      h('button', {
+        type: 'button', class: 'session' + (current ? ' current' : ''), 'aria-current': current ? 'page' : null,
+        'data-session-id': s.id, onclick: () => { openSession(s.id); closeDrawer(); },
+      },
+      h('span', { class: 'session-title', text: s.title || 'New chat' }),
+      h('span', { class: 'session-meta' },
+        label ? h('span', { class: 'badge ' + s.state, text: label }) : null,
+        h('time', { datetime: s.last_activity, text: ago(s.last_activity) }))));
+  }));
+  ui.sessionsEmpty.hidden = app.sessions.length > 0;
+  updateChrome();
+}
+
+// ago is a short relative time.
+function ago(iso) {
+  const t = Date.parse(iso);
+  if (!t) return '';
+  const s = Math.max(0, (Date.now() - t) / 1000);
+  if (s < 60) return 'just now';
+  if (s < 3600) return Math.floor(s / 60) + ' min ago';
+  if (s < 86400) return Math.floor(s / 3600) + ' h ago';
+  return new Date(t).toLocaleDateString();
+}
+
+function stopStream() {
+  if (app.stream) app.stream.stop();
+  app.stream = null;
+}
+
+function openSession(id) {
+  stopStream();
+  app.current = id;
+  app.awaitingTurn = false;
+  app.interrupting = false;
+  app.notice = '';
+  view.reset();
+  localStorage.setItem(SESSION_KEY, id);
+  if (decodeURIComponent(location.hash.slice(1)) !== id) history.replaceState(null, '', '#' + encodeURIComponent(id));
+  const api = app.api;
+  app.stream = new EventStream({
+    url: (after) => api.eventsURL(id, after),
+    headers: () => api.headers(),
+    onEvent: (ev, info) => view.apply(ev, info),
+    onState: (state) => {
+      ui.connection.textContent = { connecting: 'Connecting…', retrying: 'Reconnecting…' }[state] || '';
+      ui.connection.dataset.state = state;
+    },
+    onReset: () => view.reset(),
+    onFatal: (err) => {
+      if (authLost(err)) return;
+      closeSession(err.status === 404 ? 'That chat no longer exists.' : err.message);
+      refreshSessions();
+    },
+  }).start();
+  renderSessions();
+}
+
+function closeSession(notice) {
+  stopStream();
+  app.current = null;
+  view.reset();
+  app.notice = notice || '';
+  localStorage.removeItem(SESSION_KEY);
+  if (location.hash) history.replaceState(null, '', location.pathname + location.search);
+  ui.connection.textContent = '';
+  renderSessions();
+}
+
+ui.newChat.addEventListener('click', async () => {
+  ui.newChat.disabled = true;
+  try {
+    const s = await app.api.createSession();
+    app.sessions = [s, ...app.sessions.filter((x) => x.id !== s.id)];
+    openSession(s.id);
+    closeDrawer();
+    ui.message.focus();
+  } catch (err) {
+    if (!authLost(err)) showNotice(err.message);
+  } finally {
+    ui.newChat.disabled = false;
+  }
+});
+
+window.addEventListener('hashchange', () => {
+  const id = decodeURIComponent(location.hash.slice(1));
+  if (app.api && id && id !== app.current) openSession(id);
+});
+
+// ---- composer ----
+
+function busy() {
+  return view.running || app.posting || app.awaitingTurn;
+}
+
+async function send() {
+  const text = ui.message.value;
+  if (!text.trim() || busy() || !app.api) return;
+  app.posting = true;
+  app.notice = '';
+  updateChrome();
+  try {
+    if (!app.current) {
+      const s = await app.api.createSession();
+      app.sessions = [s, ...app.sessions];
+      openSession(s.id);
+    }
+    const turns = view.turns;
+    await app.api.postMessage(app.current, text);
+    ui.message.value = '';
+    autosize();
+    // Unless the stream already brought the turn (it may even be over).
+    app.awaitingTurn = view.turns === turns;
+    // The turn's events normally arrive at once; never stay locked if the
+    // stream is down.
+    setTimeout(() => { if (app.awaitingTurn) { app.awaitingTurn = false; updateChrome(); } }, 15000);
+  } catch (err) {
+    if (!authLost(err)) showNotice(err.status === 409 ? 'A reply is still being written. Wait for it or interrupt it.' : err.message);
+  } finally {
+    app.posting = false;
+    updateChrome();
+    if (!ui.message.disabled) ui.message.focus();
+  }
+}
+
+ui.composer.addEventListener('submit', (e) => {
+  e.preventDefault();
+  send();
+});
+
+ui.message.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    send();
+  }
+});
+
+function autosize() {
+  ui.message.style.height = 'auto';
+  ui.message.style.height = Math.min(ui.message.scrollHeight, window.innerHeight * 0.4) + 'px';
+}
+ui.message.addEventListener('input', autosize);
+
+ui.interrupt.addEventListener('click', async () => {
+  if (!app.current) return;
+  app.interrupting = true;
+  updateChrome();
+  try {
+    await app.api.interrupt(app.current);
+  } catch (err) {
+    // 409: the turn ended meanwhile; nothing to stop.
+    if (!authLost(err) && err.status !== 409) {
+      app.interrupting = false;
+      showNotice(err.message);
+    }
+  }
+  updateChrome();
+});
+
+function showNotice(text) {
+  app.notice = text;
+  updateChrome();
+}
+
+// updateChrome brings everything outside the transcript in line with the
+// state: title, status bar, composer, interrupt button.
+function updateChrome() {
+  const running = view.running;
+  const current = app.sessions.find((s) => s.id === app.current);
+  ui.title.textContent = (current && current.title) || view.firstMessage || 'New chat';
+  document.title = app.current && ui.title.textContent !== 'New chat' ? ui.title.textContent + ' · Major' : 'Major';
+  ui.empty.hidden = !view.empty;
+  ui.transcript.hidden = view.empty && !view.running;
+  ui.transcript.setAttribute('aria-busy', String(running));
+
+  const status = app.notice || view.status || (running ? 'Working…' : '');
+  ui.status.textContent = status;
+  ui.status.classList.toggle('error', !!app.notice);
+  ui.status.hidden = !status;
+
+  const locked = busy();
+  ui.message.disabled = locked;
+  ui.send.disabled = locked;
+  ui.send.hidden = running;
+  ui.interrupt.hidden = !running;
+  ui.interrupt.disabled = app.interrupting;
+  ui.interrupt.textContent = app.interrupting ? 'Interrupting…' : 'Interrupt';
+  if (!locked && document.activeElement === document.body) ui.message.focus();
+}
+
+// ---- small screens: the chat list is a drawer ----
+
+function openDrawer() {
+  ui.app.classList.add('drawer-open');
+  ui.menu.setAttribute('aria-expanded', 'true');
+  ui.scrim.hidden = false;
+}
+
+function closeDrawer() {
+  ui.app.classList.remove('drawer-open');
+  ui.menu.setAttribute('aria-expanded', 'false');
+  ui.scrim.hidden = true;
+}
+
+ui.menu.addEventListener('click', () => (ui.app.classList.contains('drawer-open') ? closeDrawer() : openDrawer()));
+ui.scrim.addEventListener('click', closeDrawer);
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape') closeDrawer();
+});
+
+// ---- start ----
+
+const saved = loadAuth();
+if (saved) {
+  signIn(saved).catch((err) => {
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403 || err.status === 400)) localStorage.removeItem(AUTH_KEY);
+    showSignin(err instanceof ApiError && err.status === 0 ? err.message : signInError(err));
+  });
+} else {
+  showSignin('');
+}

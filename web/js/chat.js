@@ -1,0 +1,378 @@
+// ChatView draws one session's transcript from its events: the person's
+// messages, the assistant's replies with their tool calls, and the cards
+// for open questions and permission prompts. The events are the only
+// source: a page that attaches late or reloads gets the same picture from
+// the replay.
+
+import { parse, render } from './markdown.js';
+
+// h creates an element; text is always set as text, never parsed as HTML.
+export function h(tag, props = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k === 'text') el.textContent = v;
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+  }
+  return el;
+}
+
+// toolLabel names a tool for people: MCP tools lose their prefix.
+export function toolLabel(name) {
+  const m = /^mcp__([^_]+(?:_[^_]+)*?)__(.+)$/.exec(name || '');
+  return m ? m[2] : name || 'tool';
+}
+
+// toolDetail is the one input field that says what a tool call is about.
+export function toolDetail(input) {
+  if (!input || typeof input !== 'object') return '';
+  for (const k of ['file_path', 'path', 'url', 'command', 'pattern', 'query', 'text']) {
+    if (typeof input[k] === 'string' && input[k]) {
+      const v = input[k].replace(/\s+/g, ' ');
+      return v.length > 120 ? v.slice(0, 119) + '…' : v;
+    }
+  }
+  return '';
+}
+
+let cardCounter = 0;
+
+export class ChatView {
+  // root is the transcript element; actions are
+  // {answer(requestID, answers), permission(requestID, behavior, remember)},
+  // each returning a promise; onChange(kind) runs after a change of state.
+  constructor(root, actions, onChange) {
+    this.root = root;
+    this.actions = actions;
+    this.onChange = onChange || (() => {});
+    this.clear();
+  }
+
+  // reset empties the view (another session, or a replay from the start).
+  reset() {
+    this.clear();
+    this.onChange('reset');
+  }
+
+  clear() {
+    this.root.replaceChildren();
+    this.running = false;
+    this.turn = null; // the assistant reply being written
+    this.segment = null; // its text part being written
+    this.cards = new Map(); // request id -> {el, kind, tool}
+    this.status = '';
+    this.firstMessage = '';
+    this.messages = 0;
+    this.turns = 0;
+    this.pendingRender = new Set();
+    clearTimeout(this.renderTimer);
+    this.renderTimer = null;
+  }
+
+  get empty() {
+    return this.messages === 0;
+  }
+
+  get waiting() {
+    return this.cards.size > 0;
+  }
+
+  // apply shows one event; info.again marks an open question or
+  // permission prompt sent again after a re-attach.
+  apply(ev, info = {}) {
+    const stick = this.atBottom();
+    switch (ev.type) {
+      case 'turn_start':
+        this.flush();
+        this.closeTurn();
+        this.addUser(ev.message || '');
+        this.openTurn();
+        this.turns++;
+        this.running = true;
+        this.setStatus('');
+        break;
+      case 'text':
+        this.appendText(ev.delta || '');
+        break;
+      case 'status':
+        if (ev.message === 'Interrupted') this.addNote('Interrupted', 'note interrupted');
+        else if (this.running) this.setStatus(ev.message || 'Working…');
+        break;
+      case 'tool':
+        if (ev.name !== 'AskUserQuestion') this.addTool(ev.name, ev.input);
+        if (this.running) this.setStatus(`Tool: ${toolLabel(ev.name)} ${toolDetail(ev.input)}`.trim());
+        break;
+      case 'done':
+        this.endTurn();
+        break;
+      case 'error':
+        this.flush();
+        this.part(h('div', { class: 'turn-error', role: 'alert' }, h('strong', { text: 'Error: ' }), ev.message || 'Something went wrong.'));
+        this.endTurn();
+        break;
+      case 'question':
+        if (!this.cards.has(ev.request_id)) this.addQuestion(ev);
+        break;
+      case 'permission':
+        if (!this.cards.has(ev.request_id)) this.addPermission(ev);
+        break;
+      case 'question_answered':
+      case 'permission_answered':
+        this.answered(ev);
+        break;
+      default:
+        return;
+    }
+    if (stick) this.scrollToBottom();
+    this.onChange(ev.type);
+  }
+
+  atBottom() {
+    const r = this.root;
+    return r.scrollHeight - r.scrollTop - r.clientHeight < 120;
+  }
+
+  scrollToBottom() {
+    this.root.scrollTop = this.root.scrollHeight;
+  }
+
+  setStatus(text) {
+    this.status = text;
+  }
+
+  addUser(text) {
+    this.messages++;
+    if (!this.firstMessage) this.firstMessage = text;
+    this.root.appendChild(h('div', { class: 'msg user' }, h('div', { class: 'bubble', 'aria-label': 'You said' }, plain(text))));
+  }
+
+  openTurn() {
+    this.turn = h('article', { class: 'msg assistant running', 'aria-label': 'Reply' },
+      h('div', { class: 'typing', 'aria-hidden': 'true' }, h('span'), h('span'), h('span')));
+    this.segment = null;
+    this.root.appendChild(this.turn);
+  }
+
+  // part appends an element to the reply (or to the transcript when the
+  // event came outside a turn).
+  part(el) {
+    (this.turn || this.root).insertBefore(el, this.turn ? this.turn.querySelector(':scope > .typing') : null);
+    return el;
+  }
+
+  appendText(delta) {
+    if (!delta) return;
+    if (!this.turn) this.openTurn();
+    if (!this.segment) {
+      this.segment = { text: '', el: this.part(h('div', { class: 'md' })) };
+    }
+    this.segment.text += delta;
+    this.pendingRender.add(this.segment);
+    // Deltas come in bursts (and a replay brings hundreds at once): draw
+    // at most every few milliseconds.
+    if (!this.renderTimer) {
+      this.renderTimer = setTimeout(() => {
+        const stick = this.atBottom();
+        this.flush();
+        if (stick) this.scrollToBottom();
+      }, 16);
+    }
+  }
+
+  flush() {
+    clearTimeout(this.renderTimer);
+    this.renderTimer = null;
+    for (const seg of this.pendingRender) seg.el.replaceChildren(render(parse(seg.text)));
+    this.pendingRender.clear();
+  }
+
+  addTool(name, input) {
+    this.flush();
+    this.segment = null;
+    const detail = toolDetail(input);
+    this.part(h('div', { class: 'tool' }, h('span', { class: 'tool-name', text: toolLabel(name) }), detail ? h('span', { class: 'tool-detail', text: detail }) : null));
+  }
+
+  addNote(text, cls = 'note') {
+    this.flush();
+    this.segment = null;
+    return this.part(h('div', { class: cls, text }));
+  }
+
+  endTurn() {
+    this.flush();
+    this.running = false;
+    this.setStatus('');
+    this.closeTurn();
+  }
+
+  closeTurn() {
+    if (!this.turn) return;
+    this.turn.classList.remove('running');
+    const typing = this.turn.querySelector(':scope > .typing');
+    if (typing) typing.remove();
+    if (!this.turn.querySelector(':scope > :not(.typing)')) this.turn.appendChild(h('div', { class: 'note', text: '(no reply)' }));
+    this.turn = null;
+    this.segment = null;
+  }
+
+  // A card that resolves the request: answer in flight, then wait for
+  // the *_answered event (from this client or another) to remove it.
+  async settle(card, fields, send) {
+    const error = card.querySelector('.form-error');
+    error.hidden = true;
+    fields.disabled = true;
+    card.classList.add('sending');
+    try {
+      await send();
+    } catch (err) {
+      if (err.status === 409) return; // answered elsewhere: its event removes the card
+      if (err.status === 404) {
+        error.textContent = 'This is no longer open.';
+        error.hidden = false;
+        return;
+      }
+      error.textContent = err.message || 'Sending the answer failed.';
+      error.hidden = false;
+      fields.disabled = false;
+    } finally {
+      card.classList.remove('sending');
+    }
+  }
+
+  addQuestion(ev) {
+    this.flush();
+    this.segment = null;
+    const questions = Array.isArray(ev.questions) ? ev.questions : [];
+    const id = 'q' + ++cardCounter;
+    const fields = h('fieldset', { class: 'card-fields' });
+    const form = h('form', { class: 'card question', 'aria-labelledby': id + '-title', 'data-request-id': ev.request_id },
+      h('h3', { id: id + '-title', class: 'card-title', text: questions.length > 1 ? 'Major has some questions' : 'Major asks' }),
+      fields,
+      h('p', { class: 'form-error', role: 'alert', hidden: true }));
+    const collectors = [];
+    const submit = (answers) => this.settle(form, fields, () => this.actions.answer(ev.request_id, answers));
+    const single = questions.length === 1 && !questions[0].multiSelect;
+
+    questions.forEach((q, qi) => {
+      const qid = `${id}-${qi}`;
+      const group = h('div', { class: 'question-block', role: 'group', 'aria-labelledby': qid },
+        h('p', { id: qid, class: 'question-text' }, q.header ? h('span', { class: 'chip', text: q.header }) : null, q.question || ''));
+      const options = Array.isArray(q.options) ? q.options : [];
+      const list = h('div', { class: 'options' });
+      let chosen = null;
+      const other = h('input', { type: 'text', id: qid + '-other', class: 'other', placeholder: 'Type your own answer', autocomplete: 'off' });
+      if (q.multiSelect) {
+        options.forEach((o, oi) => {
+          const box = h('input', { type: 'checkbox', id: `${qid}-${oi}`, value: o.label || '' });
+          list.appendChild(h('label', { class: 'option check', for: `${qid}-${oi}` }, box,
+            h('span', { class: 'option-body' }, h('span', { class: 'option-label', text: o.label || '' }), o.description ? h('span', { class: 'option-desc', text: o.description }) : null)));
+        });
+      } else {
+        options.forEach((o) => {
+          const b = h('button', { type: 'button', class: 'option', 'aria-pressed': 'false' },
+            h('span', { class: 'option-label', text: o.label || '' }), o.description ? h('span', { class: 'option-desc', text: o.description }) : null);
+          b.addEventListener('click', () => {
+            if (single) {
+              submit({ [q.question]: o.label });
+              return;
+            }
+            chosen = o.label;
+            for (const x of list.children) x.setAttribute('aria-pressed', String(x === b));
+          });
+          list.appendChild(b);
+        });
+      }
+      group.append(list, h('label', { class: 'other-label', for: qid + '-other', text: 'Other' }), other);
+      fields.appendChild(group);
+      collectors.push(() => {
+        const typed = other.value.trim();
+        if (q.multiSelect) {
+          const picked = [...list.querySelectorAll('input:checked')].map((b) => b.value);
+          if (typed) picked.push(typed);
+          return picked.join(', ');
+        }
+        return typed || chosen || '';
+      });
+    });
+    fields.appendChild(h('div', { class: 'card-actions' }, h('button', { type: 'submit', class: 'primary', text: 'Send answer' })));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const answers = {};
+      const error = form.querySelector('.form-error');
+      for (let i = 0; i < questions.length; i++) {
+        const a = collectors[i]();
+        if (!a) {
+          error.textContent = 'Choose an option or type an answer' + (questions.length > 1 ? ' for every question.' : '.');
+          error.hidden = false;
+          return;
+        }
+        answers[questions[i].question] = a;
+      }
+      submit(answers);
+    });
+    this.part(form);
+    this.cards.set(ev.request_id, { el: form, kind: 'question', questions });
+    this.setStatus('Waiting for your answer');
+  }
+
+  addPermission(ev) {
+    this.flush();
+    this.segment = null;
+    const id = 'p' + ++cardCounter;
+    const fields = h('fieldset', { class: 'card-fields' });
+    const card = h('form', { class: 'card permission', 'aria-labelledby': id + '-title', 'data-request-id': ev.request_id },
+      h('h3', { id: id + '-title', class: 'card-title' }, 'Allow ', h('code', { text: toolLabel(ev.tool) }), '?'),
+      ev.reason ? h('p', { class: 'card-reason', text: ev.reason }) : null,
+      fields,
+      h('p', { class: 'form-error', role: 'alert', hidden: true }));
+    const input = ev.input && Object.keys(ev.input).length ? JSON.stringify(ev.input, null, 2) : '';
+    if (input) fields.appendChild(h('details', { class: 'card-input' }, h('summary', { text: 'What it will do' }), h('pre', { text: input })));
+    const answer = (behavior, remember) => this.settle(card, fields, () => this.actions.permission(ev.request_id, behavior, remember));
+    fields.appendChild(h('div', { class: 'card-actions' },
+      h('button', { type: 'button', class: 'primary', text: 'Allow', onclick: () => answer('allow', false) }),
+      h('button', { type: 'button', text: 'Allow for this session', onclick: () => answer('allow', true) }),
+      h('button', { type: 'button', class: 'danger', text: 'Deny', onclick: () => answer('deny', false) })));
+    card.addEventListener('submit', (e) => e.preventDefault());
+    this.part(card);
+    this.cards.set(ev.request_id, { el: card, kind: 'permission', tool: ev.tool });
+    this.setStatus('Waiting for your permission');
+  }
+
+  answered(ev) {
+    const card = this.cards.get(ev.request_id);
+    if (!card) return;
+    this.cards.delete(ev.request_id);
+    let text;
+    if (card.kind === 'question') {
+      if (ev.outcome === 'answered') {
+        const parts = Object.entries(ev.answers || {}).map(([q, a]) => `${q} ${a}`);
+        text = 'Answered: ' + (parts.join('; ') || '(no answer)');
+      } else {
+        text = ev.outcome === 'timeout' ? 'The question timed out.' : 'The question was cancelled.';
+      }
+    } else {
+      const tool = toolLabel(card.tool);
+      if (ev.outcome === 'answered') text = (ev.behavior === 'allow' ? 'Allowed ' : 'Denied ') + tool + '.';
+      else text = ev.outcome === 'timeout' ? `The request to use ${tool} timed out.` : `The request to use ${tool} was cancelled.`;
+    }
+    card.el.replaceWith(h('div', { class: 'note answered', text }));
+    if (this.running) this.setStatus(this.cards.size ? this.status : 'Working…');
+  }
+}
+
+// plain renders text as it was typed: text nodes and line breaks.
+export function plain(text) {
+  const frag = document.createDocumentFragment();
+  String(text).split('\n').forEach((line, i) => {
+    if (i > 0) frag.appendChild(document.createElement('br'));
+    frag.appendChild(document.createTextNode(line));
+  });
+  return frag;
+}
