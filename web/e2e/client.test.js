@@ -200,13 +200,14 @@ describe('web client', () => {
       await card.getByText('Which color?').waitFor();
       await card.getByRole('button', { name: /Red/ }).waitFor();
     }
+    await page.locator(`.session[data-session-id="${sessionID}"] .badge.waiting`).waitFor();
     await shot(page, '06-question');
     await shot(page2, '07-question-second-client');
     await page.locator('.card.question').getByRole('button', { name: /Blue/ }).click();
     for (const p of [page, page2]) {
       await waitReply(p, '"Which color?"="Blue"');
       assert.equal(await p.locator('.card').count(), 0, 'the card is gone');
-      assert.match(await lastReply(p), /Answered: Which color\? Blue/);
+      assert.match(await lastReply(p), /Which color\? → Blue/);
     }
     await waitIdle(page);
     await shot(page2, '08-question-answered-second-client');

@@ -4,7 +4,7 @@
 // killed by stop(), or at the latest when this process exits.
 
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync, mkdtempSync, rmSync, createWriteStream } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync, mkdtempSync, rmSync, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +19,16 @@ const started = new Set();
 process.on('exit', () => {
   for (const p of started) killGroup(p, 'SIGKILL');
 });
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.once(sig, () => process.exit(128 + (sig === 'SIGINT' ? 2 : sig === 'SIGTERM' ? 15 : 1)));
+}
+
+// track remembers a started process group, also in $MAJOR_E2E_PIDS so
+// e2e/run.sh can kill it even if this process is killed outright.
+function track(p) {
+  started.add(p);
+  if (process.env.MAJOR_E2E_PIDS && p.pid) appendFileSync(process.env.MAJOR_E2E_PIDS, p.pid + '\n');
+}
 
 function killGroup(p, signal) {
   try {
@@ -47,7 +57,7 @@ function waitExit(p, ms) {
 function run(cmd, args, opts, ms) {
   return new Promise((resolve, reject) => {
     const p = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    started.add(p);
+    track(p);
     let out = '';
     p.stdout.on('data', (d) => (out += d));
     p.stderr.on('data', (d) => (out += d));
@@ -74,7 +84,7 @@ function run(cmd, args, opts, ms) {
 function daemon(name, cmd, args, opts, pattern, ms, logFile) {
   return new Promise((resolve, reject) => {
     const p = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    started.add(p);
+    track(p);
     const log = createWriteStream(logFile);
     let out = '';
     let done = false;

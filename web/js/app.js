@@ -23,6 +23,7 @@ const ui = {
   title: $('chat-title'),
   connection: $('connection'),
   who: $('who'),
+  whoSide: $('who-side'),
   signout: $('signout'),
   sidebar: $('sidebar'),
   scrim: $('scrim'),
@@ -59,8 +60,12 @@ const view = new ChatView(ui.transcript, {
     app.awaitingTurn = false;
     app.interrupting = false;
   }
-  if (kind !== 'text' && kind !== 'reset') refreshSoon();
-  updateChrome();
+  if (kind !== 'text' && kind !== 'reset') {
+    renderSessions();
+    refreshSoon();
+  } else {
+    updateChrome();
+  }
 });
 
 // ---- sign-in ----
@@ -97,6 +102,7 @@ async function signIn(auth) {
   ui.signin.hidden = true;
   ui.app.hidden = false;
   ui.who.textContent = auth.person;
+  ui.whoSide.textContent = 'Signed in as ' + auth.person;
   ui.token.value = '';
   clearInterval(app.poll);
   app.poll = setInterval(refreshSessions, POLL_MS);
@@ -178,7 +184,10 @@ const STATE_LABEL = { running: 'Running', waiting: 'Needs your answer' };
 function renderSessions() {
   ui.sessions.replaceChildren(...app.sessions.map((s) => {
     const current = s.id === app.current;
-    const label = STATE_LABEL[s.state];
+    // The open chat's stream knows its state sooner than the list does.
+    const state = current && app.stream && app.stream.state === 'live'
+      ? (view.waiting ? 'waiting' : view.running ? 'running' : 'idle') : s.state;
+    const label = STATE_LABEL[state];
     return h('li', {},
       h('button', {
         type: 'button', class: 'session' + (current ? ' current' : ''), 'aria-current': current ? 'page' : null,
@@ -186,7 +195,7 @@ function renderSessions() {
       },
       h('span', { class: 'session-title', text: s.title || 'New chat' }),
       h('span', { class: 'session-meta' },
-        label ? h('span', { class: 'badge ' + s.state, text: label }) : null,
+        label ? h('span', { class: 'badge ' + state, text: label }) : null,
         h('time', { datetime: s.last_activity, text: ago(s.last_activity) }))));
   }));
   ui.sessionsEmpty.hidden = app.sessions.length > 0;

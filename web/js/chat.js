@@ -352,8 +352,8 @@ export class ChatView {
     let text;
     if (card.kind === 'question') {
       if (ev.outcome === 'answered') {
-        const parts = Object.entries(ev.answers || {}).map(([q, a]) => `${q} ${a}`);
-        text = 'Answered: ' + (parts.join('; ') || '(no answer)');
+        const parts = Object.entries(ev.answers || {}).map(([q, a]) => `${q} → ${a}`);
+        text = parts.join('; ') || 'Answered.';
       } else {
         text = ev.outcome === 'timeout' ? 'The question timed out.' : 'The question was cancelled.';
       }
