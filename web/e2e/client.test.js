@@ -51,8 +51,8 @@ function step(name, fn) {
   });
 }
 
-async function newClient(viewport = { width: 1200, height: 800 }, base = stack.url) {
-  const context = await browser.newContext({ viewport });
+async function newClient(viewport = { width: 1200, height: 800 }, base = stack.url, colorScheme = 'light') {
+  const context = await browser.newContext({ viewport, colorScheme });
   const p = await context.newPage();
   p.setDefaultTimeout(WAIT);
   p.on('pageerror', (err) => console.error('page error:', err.message));
@@ -292,8 +292,8 @@ describe('web client', () => {
     await shot(page, '12-reloaded');
   });
 
-  step('phone width: one column, chats in a drawer', async () => {
-    const phone = await newClient({ width: 390, height: 844 });
+  step('phone width (dark): one column, chats in a drawer', async () => {
+    const phone = await newClient({ width: 390, height: 844 }, stack.url, 'dark');
     await signIn(phone);
     await phone.getByRole('heading', { name: 'What can I help with?' }).waitFor();
     await phone.getByRole('button', { name: 'Show chats' }).click();

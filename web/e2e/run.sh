@@ -45,13 +45,22 @@ node --test test/markdown.test.js test/stream.test.js
 
 # The test kills what it starts; it also lists the process groups here so
 # they die with this script even if node itself is killed.
-pids="$(mktemp)"
+# Everything temporary (vault, binaries, browser profile) goes in one
+# folder that is removed at the end.
+work="$(mktemp -d)"
+pids="$work/pids"
+: >"$pids"
 export MAJOR_E2E_PIDS="$pids"
+runner=""
 cleanup() {
+	if [ -n "$runner" ]; then
+		kill -TERM "$runner" 2>/dev/null && sleep 2
+		kill -KILL "$runner" 2>/dev/null || true
+	fi
 	while read -r pid; do
 		kill -KILL -- "-$pid" 2>/dev/null || true
 	done <"$pids"
-	rm -f "$pids"
+	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -60,6 +69,10 @@ mkdir -p e2e/screenshots
 rm -f e2e/screenshots/*.png
 start=$(date +%s)
 status=0
-timeout --kill-after=30 1200 node --test e2e/client.test.js </dev/null || status=$?
+# In the background, so a signal to this script is handled at once.
+TMPDIR="$work" timeout --kill-after=30 1200 node --test e2e/client.test.js </dev/null &
+runner=$!
+wait "$runner" || status=$?
+runner=""
 echo "e2e: browser test took $(($(date +%s) - start))s; screenshots in $web/e2e/screenshots" >&2
 exit "$status"
