@@ -4,7 +4,7 @@ GO ?= go
 CLAUDE := .tools/claude/node_modules/.bin/claude
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build claude run test test-short lint bench clean
+.PHONY: all build claude run test e2e lint bench clean
 
 all: build
 
@@ -22,10 +22,16 @@ $(CLAUDE): scripts/install-claude.sh
 run: claude build
 	bash scripts/run-demo.sh
 
-# Every test, real-CLI ones included, with the race detector.
+# Every test: the Go packages (real-CLI ones included) with the race
+# detector, then the web client in headless Chromium against the server.
 test: claude
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	bash web/e2e/run.sh
+
+# The web client's tests alone (installs Chromium from Debian if missing).
+e2e: claude
+	bash web/e2e/run.sh
 
 lint:
 	$(GO) vet ./...

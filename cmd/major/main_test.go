@@ -257,6 +257,25 @@ func TestAutoPublishSkipsThePrompt(t *testing.T) {
 	}
 }
 
+func TestWebClientFilesOnly(t *testing.T) {
+	wd, _ := os.Getwd()
+	s := start(t, "--web-dir", filepath.Join(wd, "..", "..", "web"))
+	for path, want := range map[string]int{
+		"/app/": 200, "/app/index.html": 200, "/app/style.css": 200, "/app/js/app.js": 200,
+		"/app/package.json": 404, "/app/e2e/": 404, "/app/e2e/run.sh": 404, "/app/js/": 404,
+		"/app/node_modules/playwright-core/package.json": 404, "/app/../go.mod": 404,
+	} {
+		resp, err := http.Get(s.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}
+
 func TestFlagsAndEnv(t *testing.T) {
 	env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", "MAJOR_ADDR": ":9", "MAJOR_ASK_TIMEOUT": "3s"}
 	c, err := parseFlags([]string{"--addr", ":7"}, func(k string) string { return env[k] }, io.Discard)

@@ -264,7 +264,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Done: done,
 	}
 	if cfg.WebDir != "" {
-		srvCfg.Static = http.Dir(cfg.WebDir)
+		srvCfg.Static = clientFiles{dir: http.Dir(cfg.WebDir)}
 	}
 	api := relay.NewServer(srvCfg)
 
