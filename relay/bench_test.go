@@ -1,0 +1,165 @@
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/internal/standin"
+	"github.com/majorhq/major/supervisor"
+)
+
+// BenchmarkFanOut times publishing one event to 1, 10 and 100 subscribers
+// against plain non-blocking sends of the same bytes to as many buffered
+// channels, in the same loop, in batches of 256. x-baseline is publish
+// time over channel-send time.
+func BenchmarkFanOut(b *testing.B) {
+	body := []byte(`{"type":"text","delta":"` + strings.Repeat("w", 256) + `"}`)
+	const batch = 256
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			var pub, baseline time.Duration
+			chans := make([]chan []byte, n)
+			for i := range chans {
+				chans[i] = make(chan []byte, batch)
+			}
+			for b.Loop() {
+				s := NewStream(nil)
+				subs := make([]*Subscription, n)
+				for i := range subs {
+					sub, err := s.Subscribe(0, nil, batch)
+					if err != nil {
+						b.Fatal(err)
+					}
+					subs[i] = sub
+				}
+				t0 := time.Now()
+				for range batch {
+					s.publish("text", body, false, false)
+				}
+				t1 := time.Now()
+				for range batch {
+					for _, ch := range chans {
+						select {
+						case ch <- body:
+						default:
+							b.Fatal("baseline channel full")
+						}
+					}
+				}
+				baseline += time.Since(t1)
+				pub += t1.Sub(t0)
+				for _, sub := range subs {
+					if len(sub.C) != batch {
+						b.Fatalf("subscriber got %d events, want %d", len(sub.C), batch)
+					}
+					sub.Close()
+				}
+				for _, ch := range chans {
+					for range batch {
+						<-ch
+					}
+				}
+			}
+			b.ReportMetric(float64(pub)/float64(baseline), "x-baseline")
+		})
+	}
+}
+
+// BenchmarkTurn times one turn of 50 text deltas from the stand-in CLI
+// through the supervisor and the relay's translation into the stream,
+// against the same stand-in driven over raw pipes (write the user line,
+// read lines to the result), in the same loop. x-baseline is the
+// supervisor-and-relay time over the raw-pipe time.
+func BenchmarkTurn(b *testing.B) {
+	bin := standin.Build(b)
+	const msg = "deltas:50 size:24"
+
+	// Through the relay.
+	sessions, err := NewSessions(SessionsConfig{
+		Launcher: LauncherFunc(func(p SessionParams) *supervisor.Session {
+			return supervisor.NewSession(supervisor.SessionConfig{
+				ID: p.ID, Person: p.Person, Dir: b.TempDir(),
+				Spec:   supervisor.Spec{Binary: bin, Env: []string{"PATH=/usr/bin:/bin"}, Grace: 2 * time.Second},
+				Sink:   p.Sink,
+				Logger: zerolog.Nop(),
+			})
+		}),
+		Logger: zerolog.Nop(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sessions.Close)
+	chat := sessions.GetOrCreate("", "sebastian")
+	sub, err := chat.Stream().Subscribe(0, nil, 1<<16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close()
+	relayTurn := func() {
+		if err := chat.Session().Send(context.Background(), msg); err != nil {
+			b.Fatal(err)
+		}
+		for ev := range sub.C {
+			if ev.Terminal {
+				if ev.Type != "done" {
+					b.Fatalf("turn ended with %s", ev.Line)
+				}
+				return
+			}
+		}
+		b.Fatalf("stream ended: %v", sub.Err())
+	}
+
+	// Raw pipes to the same program.
+	cmd := exec.Command(bin)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	}()
+	out := bufio.NewReaderSize(stdout, 64<<10)
+	userLine, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": msg}})
+	userLine = append(userLine, '\n')
+	rawTurn := func() {
+		if _, err := stdin.Write(userLine); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			line, err := out.ReadBytes('\n')
+			if err != nil {
+				b.Fatalf("raw stand-in: %v", err)
+			}
+			// Only the result line has this member (its text is letters).
+			if bytes.Contains(line, []byte(`"type":"result"`)) {
+				return
+			}
+		}
+	}
+	relayTurn() // start the process outside the timing
+	rawTurn()
+
+	var through, baseline time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		relayTurn()
+		t1 := time.Now()
+		rawTurn()
+		through += t1.Sub(t0)
+		baseline += time.Since(t1)
+	}
+	b.ReportMetric(float64(through)/float64(baseline), "x-baseline")
+}
