@@ -142,13 +142,18 @@ func FuzzTypeFilter(f *testing.F) {
 			return
 		}
 		want := strings.TrimSpace(spec) == ""
+		named := 0
 		for _, name := range strings.Split(spec, ",") {
 			if name = strings.TrimSpace(name); name != "" {
 				if !ValidPerson(strings.ReplaceAll(name, "_", "-")) {
 					t.Fatalf("accepted type %q", name)
 				}
+				named++
 				want = want || name == typ
 			}
+		}
+		if named == 0 && strings.TrimSpace(spec) != "" {
+			t.Fatalf("types=%q names no type but was accepted", spec)
 		}
 		if got := filter(&Event{Type: typ}); got != want {
 			t.Fatalf("types=%q: filter(%q) = %v, want %v", spec, typ, got, want)

@@ -552,6 +552,9 @@ func typeFilter(spec string) (func(*Event) bool, error) {
 		}
 		want[t] = true
 	}
+	if len(want) == 0 {
+		return nil, badRequest("types names no event type; leave it out for every type")
+	}
 	return func(ev *Event) bool { return want[ev.Type] }, nil
 }
 

@@ -70,7 +70,8 @@ func (f *Framer) line() ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
-			if tooLong {
+			// A last line has no newline: its limit is max itself.
+			if tooLong || len(buf) > f.max {
 				return nil, fmt.Errorf("%w: over %d bytes", ErrLineTooLong, f.max)
 			}
 			if len(buf) > 0 {

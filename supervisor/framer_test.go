@@ -110,3 +110,30 @@ func TestDecodeMessageGolden(t *testing.T) {
 		t.Fatalf("results=%d inits=%d deltas=%d can_use_tool=%d", results, inits, deltas, tools)
 	}
 }
+
+func TestDecodeMessageKeepsWhatFits(t *testing.T) {
+	cases := []struct {
+		line      string
+		typ       string
+		isError   bool
+		sessionID string
+	}{
+		{`{"type":"result","subtype":5,"is_error":true,"session_id":"s1"}`, "result", true, "s1"},
+		{`{"type":"result","errors":[{"x":1}],"is_error":true,"session_id":"s2"}`, "result", true, "s2"},
+		{`{"type":"assistant","message":{"content":42},"session_id":"s3"}`, "assistant", false, "s3"},
+	}
+	for _, tc := range cases {
+		m, err := DecodeMessage([]byte(tc.line))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.line, err)
+		}
+		if m.Type != tc.typ || m.IsError != tc.isError || m.SessionID != tc.sessionID || string(m.Raw) != tc.line {
+			t.Fatalf("%s decoded as %+v", tc.line, m)
+		}
+	}
+	for _, bad := range []string{`[1,2]`, `{"type":7}`, `"text"`, `{"no":"type"}`} {
+		if _, err := DecodeMessage([]byte(bad)); err == nil {
+			t.Fatalf("%s decoded", bad)
+		}
+	}
+}

@@ -35,16 +35,36 @@ type Message struct {
 }
 
 // DecodeMessage decodes one line of the CLI's output. Raw keeps line.
+//
+// A field of an unexpected JSON type (a newer CLI, a bug) does not lose the
+// line: the fields that do decode are kept, so a result still ends its
+// turn and the line still reaches clients unchanged.
 func DecodeMessage(line []byte) (*Message, error) {
 	var m Message
 	if err := json.Unmarshal(line, &m); err != nil {
-		return nil, fmt.Errorf("decode cli message: %w", err)
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(line, &fields) != nil {
+			return nil, fmt.Errorf("decode cli message: %w", err)
+		}
+		m = Message{}
+		for key, raw := range fields {
+			// Each field alone; one that does not fit stays zero.
+			_ = json.Unmarshal(objectOf(key, raw), &m)
+		}
 	}
 	if m.Type == "" {
 		return nil, fmt.Errorf("decode cli message: no type")
 	}
 	m.Raw = line
 	return &m, nil
+}
+
+// objectOf wraps one field back into an object: {"key":raw}.
+func objectOf(key string, raw json.RawMessage) []byte {
+	k, _ := json.Marshal(key)
+	b := make([]byte, 0, len(k)+len(raw)+3)
+	b = append(append(append(append(b, '{'), k...), ':'), raw...)
+	return append(b, '}')
 }
 
 // StreamEvent is the raw API streaming event inside a stream_event line.
