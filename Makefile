@@ -37,8 +37,9 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-bench: claude
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+# Benchmarks, each reported as a ratio against a baseline run beside it.
+bench:
+	bash scripts/bench-report.sh
 
 clean:
 	rm -rf bin
