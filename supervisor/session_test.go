@@ -170,6 +170,15 @@ func TestMultiTurnOneProcess(t *testing.T) {
 	if s.State() != supervisor.StateIdle {
 		t.Fatalf("state after turns = %s", s.State())
 	}
+	// Events the supervisor does not model (system/status, ...) arrive
+	// as the CLI wrote them.
+	unmodelled := rec.count(func(ev supervisor.Event) bool {
+		return ev.Kind == supervisor.EventCLI && ev.Msg.Type == "system" && ev.Msg.Subtype == "status" &&
+			strings.HasPrefix(string(ev.Msg.Raw), `{"type":"system","subtype":"status"`)
+	})
+	if unmodelled == 0 {
+		t.Fatal("no system/status event passed through")
+	}
 }
 
 func TestBusyWhileTurnRuns(t *testing.T) {

@@ -181,6 +181,24 @@ func TestServeFullStack(t *testing.T) {
 	if !strings.Contains(out, `{"type":"text","delta":"hello from the stack"}`) || !strings.Contains(out, `"type":"done"`) {
 		t.Fatalf("chat-stream: %s", out)
 	}
+	// The model sees exactly the seed's tools plus AskUserQuestion: no
+	// shell, nothing from the vault.
+	var done struct {
+		SessionID string `json:"session_id"`
+	}
+	_ = json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &done)
+	init := readInit(t, s, done.SessionID)
+	want := "AskUserQuestion,Edit,Glob,Grep,Read,WebFetch,WebSearch,Write," +
+		"mcp__linkedin__linkedin_post,mcp__linkedin__linkedin_post_comment,mcp__linkedin__linkedin_read_comments,mcp__linkedin__linkedin_reply_comment"
+	if got := strings.Join(init.Tools, ","); got != want {
+		t.Fatalf("tools the model sees:\n got %s\nwant %s", got, want)
+	}
+	if len(init.MCPServers) != 1 || init.MCPServers[0].Name != "linkedin" || init.MCPServers[0].Status != "connected" {
+		t.Fatalf("mcp servers %+v", init.MCPServers)
+	}
+	if init.Cwd != filepath.Join(s.env.VaultRoot, "sebastian") {
+		t.Fatalf("cwd %s", init.Cwd)
+	}
 
 	// A LinkedIn post asks for permission first; the phone allows it.
 	resp := s.req(t, "POST", "/api/claude/sessions", "")
@@ -244,6 +262,36 @@ func TestServeFullStack(t *testing.T) {
 	if strings.Contains(s.logs.String(), testToken) || strings.Contains(s.logs.String(), "li-token-sebastian") {
 		t.Fatal("a token was logged")
 	}
+}
+
+type initEvent struct {
+	Tools      []string `json:"tools"`
+	Cwd        string   `json:"cwd"`
+	MCPServers []struct {
+		Name, Status string
+	} `json:"mcp_servers"`
+}
+
+// readInit finds the CLI's system/init event in a session's log.
+func readInit(tb testing.TB, s *server, id string) initEvent {
+	tb.Helper()
+	resp := s.req(tb, "GET", "/api/claude/sessions/"+id+"/events?types=cli", "")
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var line struct {
+			Event struct {
+				Type, Subtype string
+				initEvent
+			} `json:"event"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Event.Type == "system" && line.Event.Subtype == "init" {
+			return line.Event.initEvent
+		}
+	}
+	tb.Fatal("no system/init event")
+	return initEvent{}
 }
 
 func TestAutoPublishSkipsThePrompt(t *testing.T) {
