@@ -1,7 +1,9 @@
 package relay_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -273,5 +275,117 @@ func copyDir(tb testing.TB, from, to string) {
 	})
 	if err != nil {
 		tb.Fatal(err)
+	}
+}
+
+func TestStalledClientBlocksNobody(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{subBuf: 8})
+	id := h.newSession(t)
+	// A client that attaches and then never reads, with a tiny receive
+	// buffer so the kernel cannot soak up the stream for it.
+	stalled := stalledClient(t, h.url+"/api/claude/sessions/"+id+"/events")
+	defer stalled.Body.Close()
+	reader, closeReader := h.attach(t, id, "types=text,done")
+	defer closeReader()
+
+	const size = 8 << 20 // more than the server's socket buffer holds
+	start := time.Now()
+	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[big 8388608]]"})
+	evs := until(t, reader, "done")
+	var n int
+	for _, ev := range evs {
+		n += len(str(ev, "delta"))
+	}
+	if n != size {
+		t.Fatalf("the reading client got %d bytes, want %d", n, size)
+	}
+	chat, _ := h.sessions.Get(id, "sebastian")
+	if chat.Session().State() != supervisor.StateIdle {
+		t.Fatal("turn did not finish while a client stalled")
+	}
+	t.Logf("8 MB turn with a stalled client attached: %s", time.Since(start))
+	// The stalled client was cut off; it re-attaches with its last seq.
+	if got := h.sessions.Metrics(); got == nil {
+		t.Fatal("no metrics")
+	}
+	var out strings.Builder
+	h.sessions.Metrics().ServeHTTP(metricsWriter{&out}, nil)
+	if !strings.Contains(out.String(), "major_dropped_subscribers_total 1\n") {
+		t.Fatalf("stalled client not cut off:\n%s", out.String())
+	}
+}
+
+// stalledClient attaches with a 4 KiB receive buffer and reads nothing.
+func stalledClient(tb testing.TB, url string) *http.Response {
+	tb.Helper()
+	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Notes-Person", "sebastian")
+	resp, err := client.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		tb.Fatalf("attach: %d", resp.StatusCode)
+	}
+	tb.Cleanup(client.CloseIdleConnections)
+	return resp
+}
+
+// metricsWriter is a minimal http.ResponseWriter over a strings.Builder.
+type metricsWriter struct{ b *strings.Builder }
+
+func (w metricsWriter) Header() http.Header         { return http.Header{} }
+func (w metricsWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+func (w metricsWriter) WriteHeader(int)             {}
+
+func TestPendingQuestionClosedAfterCrash(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	h := newHarness(t, harnessOpts{stateDir: state})
+	id := h.newSession(t)
+	a, closeA := h.attach(t, id, "types=question")
+	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
+	reqID, _ := waitAsk(t, a, "question")
+	closeA()
+	copyDir(t, state, state+"-crash") // what a crash leaves on disk
+	h.shutdown()
+
+	h2 := newHarness(t, harnessOpts{stateDir: state + "-crash", env: h.env})
+	b, closeB := h2.attach(t, id, "types=question,question_answered,error")
+	defer closeB()
+	evs := until(t, b, "error")
+	if len(evs) != 3 || str(evs[1], "type") != "question_answered" || str(evs[1], "request_id") != reqID || str(evs[1], "outcome") != "cancelled" {
+		t.Fatalf("after the crash: %v", evs)
+	}
+	if code, _ := h2.call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Red"}}); code != http.StatusNotFound {
+		t.Fatalf("answering a question of a dead turn: %d", code)
+	}
+}
+
+func TestShutdownRefusesNewTurns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	id := h.newSession(t)
+	h.sessions.Shutdown(context.Background())
+	code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "hi"})
+	if code != http.StatusServiceUnavailable || !strings.Contains(out["error"].(string), "shutting down") {
+		t.Fatalf("message during shutdown: %d %v", code, out)
+	}
+	status, _ := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "hi"}))
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("chat-stream during shutdown: %d", status)
 	}
 }

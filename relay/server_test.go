@@ -40,6 +40,7 @@ type harnessOpts struct {
 	stateDir string
 	pool     *supervisor.Pool
 	stall    time.Duration
+	subBuf   int
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
@@ -93,7 +94,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	}
 	done := make(chan struct{})
 	srv := httptest.NewServer(relay.NewServer(relay.ServerConfig{
-		Auth: auth, Sessions: sessions, Logger: log, PingInterval: o.ping, Done: done,
+		Auth: auth, Sessions: sessions, Logger: log, PingInterval: o.ping, Done: done, SubscriberBuffer: o.subBuf,
 	}))
 	h := &harness{env: env, url: srv.URL, sessions: sessions}
 	h.stop = func() {

@@ -319,6 +319,11 @@ func (s *Sessions) restore(l loaded) error {
 	c, err := s.open(l.meta, l.events)
 	if c.stream.TurnOpen() {
 		c.mu.Lock()
+		// Questions and permissions of the cut-off turn can no longer be
+		// answered: close them, then the turn.
+		for _, p := range unanswered(l.events) {
+			c.stream.publishJSON(answeredEvent{Type: p.kind + "_answered", RequestID: p.id, Outcome: "cancelled"}, false, false)
+		}
 		msg := "The server restarted during this turn; send your message again to continue."
 		if e := c.stream.publishJSON(errorEvent{Type: "error", Message: msg}, false, true); e != nil {
 			c.observe(e)
@@ -326,6 +331,38 @@ func (s *Sessions) restore(l loaded) error {
 		c.mu.Unlock()
 	}
 	return err
+}
+
+// unanswered lists the questions and permission prompts of the last turn
+// that have no *_answered event, in order.
+func unanswered(events []*Event) []ask {
+	if len(events) == 0 {
+		return nil
+	}
+	turn := events[len(events)-1].Turn
+	var open []ask
+	for _, ev := range events {
+		if ev.Turn != turn {
+			continue
+		}
+		var e struct {
+			RequestID string `json:"request_id"`
+		}
+		switch ev.Type {
+		case "question", "permission":
+			_ = json.Unmarshal(ev.Line, &e)
+			open = append(open, ask{id: e.RequestID, kind: ev.Type})
+		case "question_answered", "permission_answered":
+			_ = json.Unmarshal(ev.Line, &e)
+			for i, p := range open {
+				if p.id == e.RequestID {
+					open = append(open[:i], open[i+1:]...)
+					break
+				}
+			}
+		}
+	}
+	return open
 }
 
 // Get returns the person's session with id; ErrNotFound otherwise.
