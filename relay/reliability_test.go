@@ -102,6 +102,10 @@ func TestKilledCLIMidTurnThenUsable(t *testing.T) {
 	id := h.newSession(t)
 	a, closeA := h.attach(t, id, "types=text,error,done")
 	defer closeA()
+	// A completed turn first: that is the history a resume must keep (a
+	// CLI killed in its very first turn may not have written any yet).
+	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "my cat is Miso"})
+	until(t, a, "done")
 	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
 	until(t, a, "text")
 	chat, _ := h.sessions.Get(id, "sebastian")
@@ -112,7 +116,7 @@ func TestKilledCLIMidTurnThenUsable(t *testing.T) {
 		t.Fatalf("after kill -9: %v (%s)", evs[len(evs)-1], time.Since(start))
 	}
 	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": id}))
-	if !strings.HasPrefix(streamText(evs), "HISTORY: [[slow 100 50]]") {
+	if got := streamText(evs); !strings.HasPrefix(got, "HISTORY: my cat is Miso | ") || !strings.HasSuffix(got, "[[recall]]") {
 		t.Fatalf("after kill the model saw %q", streamText(evs))
 	}
 }

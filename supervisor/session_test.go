@@ -280,7 +280,9 @@ func TestKilledMidTurnResumes(t *testing.T) {
 	if end.Err != nil {
 		t.Fatal(end.Err)
 	}
-	if got := rec.text(); !strings.HasPrefix(got, "HISTORY: first words | [[slow 200 100]]") {
+	// The completed turn is history; the killed one's message may or may
+	// not have reached the CLI's transcript before the kill.
+	if got := rec.text(); !strings.HasPrefix(got, "HISTORY: first words | ") || !strings.HasSuffix(got, "[[recall]]") {
 		t.Fatalf("history after respawn = %q", got)
 	}
 	if s.Pid() == pid || s.Pid() == 0 {
