@@ -405,6 +405,19 @@ func TestShutdownEndsTurnsAndProcesses(t *testing.T) {
 	if left, _ := os.ReadDir(filepath.Join(s.logsStateDir(t), "pids")); len(left) != 0 {
 		t.Fatalf("pid records left: %d", len(left))
 	}
+
+	// Started again, the interrupted session answers as before and its
+	// next message resumes the conversation.
+	s2 := restart(t, s)
+	hist := readAll(t, s2.req(t, "GET", "/api/claude/history?session_id="+created.ID, ""))
+	if !strings.Contains(hist, `"content":"[[slow 400 50]]"`) {
+		t.Fatalf("history after restart: %s", hist)
+	}
+	out := readAll(t, s2.req(t, "POST", "/api/claude/chat", `{"message":"[[recall]]","session_id":"`+created.ID+`"}`))
+	// The CLI records the interrupt in its transcript, and says so.
+	if !strings.Contains(out, `"response":"HISTORY: [[slow 400 50]] | [Request interrupted by user] | [[recall]]"`) {
+		t.Fatalf("resumed after a restart mid-turn: %s", out)
+	}
 }
 
 func TestRestartKeepsSessions(t *testing.T) {
