@@ -19,73 +19,12 @@ import (
 	"github.com/majorhq/major/supervisor"
 )
 
-// recorder is a Sink that keeps a session's events and signals turn ends.
-type recorder struct {
-	mu     sync.Mutex
-	events []supervisor.Event
-	ends   chan supervisor.Event
-}
-
-func newRecorder() *recorder { return &recorder{ends: make(chan supervisor.Event, 16)} }
-
-func (r *recorder) Publish(ev supervisor.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	r.mu.Unlock()
-	if ev.Kind == supervisor.EventTurnEnd {
-		r.ends <- ev
-	}
-}
-
-// turn sends text and waits for the turn to end without error; it returns
-// the text the model streamed in that turn.
-func (r *recorder) turn(tb testing.TB, s *supervisor.Session, text string) string {
-	tb.Helper()
-	if err := s.Send(context.Background(), text); err != nil {
-		tb.Fatalf("send %q: %v", text, err)
-	}
-	select {
-	case ev := <-r.ends:
-		if ev.Err != nil {
-			tb.Fatalf("turn %q ended with %v", text, ev.Err)
-		}
-	case <-time.After(90 * time.Second):
-		tb.Fatalf("turn %q did not end", text)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var sb strings.Builder
-	for _, ev := range r.events {
-		if ev.Kind == supervisor.EventTurnStart {
-			sb.Reset()
-		}
-		if ev.Kind == supervisor.EventCLI && ev.Msg.Type == "stream_event" && ev.Msg.Event != nil &&
-			ev.Msg.Event.Delta != nil && ev.Msg.Event.Delta.Type == "text_delta" {
-			sb.WriteString(ev.Msg.Event.Delta.Text)
-		}
-	}
-	return sb.String()
-}
-
-func (r *recorder) notices() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, ev := range r.events {
-		if ev.Kind == supervisor.EventNotice {
-			out = append(out, ev.Text)
-		}
-	}
-	return out
-}
-
 // initEvent is the last system/init the CLI sent.
-func (r *recorder) initEvent(tb testing.TB) map[string]any {
+func initEvent(tb testing.TB, r *clitest.Recorder) map[string]any {
 	tb.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := len(r.events) - 1; i >= 0; i-- {
-		ev := r.events[i]
+	events := r.Events()
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := events[i]
 		if ev.Kind == supervisor.EventCLI && ev.Msg.Type == "system" && ev.Msg.Subtype == "init" {
 			var m map[string]any
 			if err := json.Unmarshal(ev.Msg.Raw, &m); err != nil {
@@ -111,12 +50,12 @@ func newHooks(tb testing.TB, root string, g *hooks.GitSync) *hooks.Hooks {
 // startSession is a session of person wired as the server wires it: the
 // hooks answer its callbacks and IsolationArgs keep the vault from
 // configuring the CLI (extraArgs, when not nil, replaces them).
-func startSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.Hooks, extraArgs []string) (*supervisor.Session, *recorder) {
+func startSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.Hooks, extraArgs []string) (*supervisor.Session, *clitest.Recorder) {
 	tb.Helper()
 	if extraArgs == nil {
 		extraArgs = hooks.IsolationArgs()
 	}
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := supervisor.NewSession(supervisor.SessionConfig{
 		ID: id, Person: person, Dir: env.Vault(person),
 		Spec: supervisor.Spec{
@@ -169,7 +108,7 @@ func TestWebFetchLogThroughCLI(t *testing.T) {
 	for i, c := range calls {
 		s, rec := startSession(t, env, c.person, fmt.Sprintf("s%d", i), h, nil)
 		wg.Go(func() {
-			if got := rec.turn(t, s, webFetch(c.url)); !strings.HasPrefix(got, "RESULT<<") {
+			if got := rec.Turn(t, s, webFetch(c.url)); !strings.HasPrefix(got, "RESULT<<") {
 				t.Errorf("turn text = %q", got)
 			}
 		})
@@ -216,10 +155,10 @@ func TestWebFetchLogFailureDoesNotBreakTheTurn(t *testing.T) {
 	h := newHooks(t, root, g)
 	s, rec := startSession(t, env, "sebastian", "s1", h, nil)
 
-	if got := rec.turn(t, s, webFetch("https://example.com/a")); !strings.HasPrefix(got, "RESULT<<") {
+	if got := rec.Turn(t, s, webFetch("https://example.com/a")); !strings.HasPrefix(got, "RESULT<<") {
 		t.Fatalf("turn text = %q", got)
 	}
-	if n := rec.notices(); len(n) != 1 || !strings.Contains(n[0], "WebFetch") {
+	if n := rec.Notices(); len(n) != 1 || !strings.Contains(n[0], "WebFetch") {
 		t.Fatalf("notices = %q", n)
 	}
 	if got := readFile(t, filepath.Join(root, hooks.WebFetchLogPath)); got != "- [2026-01-18 14:32:15] (sebastian) https://example.com/a\n" {
@@ -274,7 +213,7 @@ func TestVaultGuardAndCommitTurnThroughCLI(t *testing.T) {
 		}
 	}
 	for _, d := range denied {
-		got := rec.turn(t, s, d.directive)
+		got := rec.Turn(t, s, d.directive)
 		if !strings.Contains(got, "Access denied") {
 			t.Errorf("%s: the model saw %q, want a denial", d.name, got)
 		}
@@ -292,13 +231,13 @@ func TestVaultGuardAndCommitTurnThroughCLI(t *testing.T) {
 	}
 
 	// Inside the vault everything works.
-	if got := rec.turn(t, s, `[[tool Read {"file_path":"notes.md"}]]`); !strings.Contains(got, "sebastian's notes") {
+	if got := rec.Turn(t, s, `[[tool Read {"file_path":"notes.md"}]]`); !strings.Contains(got, "sebastian's notes") {
 		t.Fatalf("read inside the vault: %q", got)
 	}
-	if got := rec.turn(t, s, `[[tool Glob {"pattern":"**/*.md"}]]`); !strings.Contains(got, "notes.md") {
+	if got := rec.Turn(t, s, `[[tool Glob {"pattern":"**/*.md"}]]`); !strings.Contains(got, "notes.md") {
 		t.Fatalf("glob inside the vault: %q", got)
 	}
-	rec.turn(t, s, `[[tool Write {"file_path":"new.md","content":"written by the turn\n"}]]`)
+	rec.Turn(t, s, `[[tool Write {"file_path":"new.md","content":"written by the turn\n"}]]`)
 	if got := readFile(t, filepath.Join(v, "new.md")); got != "written by the turn\n" {
 		t.Fatalf("write inside the vault: %q", got)
 	}

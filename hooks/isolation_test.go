@@ -70,12 +70,12 @@ func TestIsolationArgs(t *testing.T) {
 			s, rec := startSession(t, env, "sebastian", "iso", h, tc.args)
 			// The server's guard must still answer: /etc is refused even
 			// though the planted settings allow it.
-			got := rec.turn(t, s, `[[tool Read {"file_path":"/etc/hostname"}]]`)
+			got := rec.Turn(t, s, `[[tool Read {"file_path":"/etc/hostname"}]]`)
 			if !strings.Contains(got, "Access denied") {
 				t.Fatalf("the server's vault guard did not run: %q", got)
 			}
 
-			init := rec.initEvent(t)
+			init := initEvent(t, rec)
 			var loaded []string
 			if m, _ := init["model"].(string); strings.HasPrefix(m, "planted") {
 				loaded = append(loaded, "settings model/env: "+m)

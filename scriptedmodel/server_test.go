@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -153,9 +152,7 @@ func TestCLIFailuresEndTurns(t *testing.T) {
 		t.Run(strings.Trim(directive, "[]"), func(t *testing.T) {
 			t.Parallel()
 			env := clitest.New(t, nil)
-			var mu sync.Mutex
-			ends := make(chan supervisor.Event, 4)
-			var text strings.Builder
+			rec := clitest.NewRecorder()
 			s := supervisor.NewSession(supervisor.SessionConfig{
 				ID: "s", Person: "sebastian", Dir: env.Vault("sebastian"),
 				Spec: supervisor.Spec{
@@ -164,31 +161,11 @@ func TestCLIFailuresEndTurns(t *testing.T) {
 					Env:   append(env.ChildEnv(), "CLAUDE_CODE_MAX_RETRIES=1", "CLAUDE_CODE_OVERLOADED_RETRY_MAX_WAIT_MS=1000", "API_TIMEOUT_MS=10000"),
 					Tools: []string{"Read"},
 				},
-				Sink: supervisor.SinkFunc(func(ev supervisor.Event) {
-					mu.Lock()
-					defer mu.Unlock()
-					if ev.Kind == supervisor.EventTurnStart {
-						text.Reset()
-					}
-					if ev.Kind == supervisor.EventCLI && ev.Msg.Type == "stream_event" && ev.Msg.Event.Delta != nil {
-						text.WriteString(ev.Msg.Event.Delta.Text)
-					}
-					if ev.Kind == supervisor.EventTurnEnd {
-						ends <- ev
-					}
-				}),
+				Sink:   rec,
 				Logger: zerolog.Nop(),
 			})
 			defer s.Close()
-			wait := func() supervisor.Event {
-				select {
-				case ev := <-ends:
-					return ev
-				case <-time.After(90 * time.Second):
-					t.Fatal("turn did not end")
-					return supervisor.Event{}
-				}
-			}
+			wait := func() supervisor.Event { return rec.WaitEnd(t, 90*time.Second) }
 			if err := s.Send(context.Background(), directive); err != nil {
 				t.Fatal(err)
 			}
@@ -207,10 +184,8 @@ func TestCLIFailuresEndTurns(t *testing.T) {
 				t.Fatal(err)
 			}
 			ev = wait()
-			mu.Lock()
-			defer mu.Unlock()
-			if ev.Err != nil || text.String() != "recovered" {
-				t.Fatalf("after %s: err=%v text=%q", directive, ev.Err, text.String())
+			if ev.Err != nil || rec.Text() != "recovered" {
+				t.Fatalf("after %s: err=%v text=%q", directive, ev.Err, rec.Text())
 			}
 		})
 	}

@@ -17,65 +17,7 @@ import (
 	"github.com/majorhq/major/supervisor"
 )
 
-// recorder is a Sink that keeps every event and signals turn ends.
-type recorder struct {
-	mu     sync.Mutex
-	events []supervisor.Event
-	ends   chan supervisor.Event
-}
-
-func newRecorder() *recorder { return &recorder{ends: make(chan supervisor.Event, 16)} }
-
-func (r *recorder) Publish(ev supervisor.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	r.mu.Unlock()
-	if ev.Kind == supervisor.EventTurnEnd {
-		r.ends <- ev
-	}
-}
-
-func (r *recorder) waitEnd(tb testing.TB, within time.Duration) supervisor.Event {
-	tb.Helper()
-	select {
-	case ev := <-r.ends:
-		return ev
-	case <-time.After(within):
-		tb.Fatalf("turn did not end within %s", within)
-		return supervisor.Event{}
-	}
-}
-
-// text joins the text deltas the CLI streamed since the last turn start.
-func (r *recorder) text() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var sb strings.Builder
-	for _, ev := range r.events {
-		if ev.Kind == supervisor.EventTurnStart {
-			sb.Reset()
-		}
-		if ev.Kind == supervisor.EventCLI && ev.Msg.Type == "stream_event" && ev.Msg.Event != nil &&
-			ev.Msg.Event.Delta != nil && ev.Msg.Event.Delta.Type == "text_delta" {
-			sb.WriteString(ev.Msg.Event.Delta.Text)
-		}
-	}
-	return sb.String()
-}
-
-func (r *recorder) count(pred func(supervisor.Event) bool) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, ev := range r.events {
-		if pred(ev) {
-			n++
-		}
-	}
-	return n
-}
-
-func newSession(tb testing.TB, env *clitest.Env, rec *recorder, mutate func(*supervisor.SessionConfig)) *supervisor.Session {
+func newSession(tb testing.TB, env *clitest.Env, rec *clitest.Recorder, mutate func(*supervisor.SessionConfig)) *supervisor.Session {
 	tb.Helper()
 	cfg := supervisor.SessionConfig{
 		ID:     "s-" + strings.ReplaceAll(tb.Name(), "/", "-"),
@@ -135,15 +77,15 @@ func send(tb testing.TB, s *supervisor.Session, text string) {
 func TestMultiTurnOneProcess(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := newSession(t, env, rec, nil)
 
 	send(t, s, "[[say first answer]]")
-	end := rec.waitEnd(t, 60*time.Second)
+	end := rec.WaitEnd(t, 60*time.Second)
 	if end.Err != nil || end.Msg == nil || end.Msg.IsError {
 		t.Fatalf("first turn: err=%v result=%+v", end.Err, end.Msg)
 	}
-	if got := rec.text(); got != "first answer" {
+	if got := rec.Text(); got != "first answer" {
 		t.Fatalf("first turn text = %q", got)
 	}
 	pid := s.Pid()
@@ -155,13 +97,13 @@ func TestMultiTurnOneProcess(t *testing.T) {
 	}
 
 	send(t, s, "second message")
-	rec.waitEnd(t, 30*time.Second)
+	rec.WaitEnd(t, 30*time.Second)
 	send(t, s, "[[recall]]")
-	end = rec.waitEnd(t, 30*time.Second)
+	end = rec.WaitEnd(t, 30*time.Second)
 	if end.Err != nil {
 		t.Fatal(end.Err)
 	}
-	if got, want := rec.text(), "HISTORY: [[say first answer]] | second message | [[recall]]"; got != want {
+	if got, want := rec.Text(), "HISTORY: [[say first answer]] | second message | [[recall]]"; got != want {
 		t.Fatalf("the model did not see the growing history:\n got %q\nwant %q", got, want)
 	}
 	if s.Pid() != pid {
@@ -172,7 +114,7 @@ func TestMultiTurnOneProcess(t *testing.T) {
 	}
 	// Events the supervisor does not model (system/status, ...) arrive
 	// as the CLI wrote them.
-	unmodelled := rec.count(func(ev supervisor.Event) bool {
+	unmodelled := rec.Count(func(ev supervisor.Event) bool {
 		return ev.Kind == supervisor.EventCLI && ev.Msg.Type == "system" && ev.Msg.Subtype == "status" &&
 			strings.HasPrefix(string(ev.Msg.Raw), `{"type":"system","subtype":"status"`)
 	})
@@ -184,36 +126,36 @@ func TestMultiTurnOneProcess(t *testing.T) {
 func TestBusyWhileTurnRuns(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := newSession(t, env, rec, nil)
 	send(t, s, "[[slow 10 100]]")
 	if err := s.Send(context.Background(), "again"); !errors.Is(err, supervisor.ErrBusy) {
 		t.Fatalf("second send during a turn: %v, want ErrBusy", err)
 	}
-	rec.waitEnd(t, 60*time.Second)
+	rec.WaitEnd(t, 60*time.Second)
 }
 
 func TestResumeInNewProcess(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := newSession(t, env, rec, nil)
 	send(t, s, "remember the number 42")
-	rec.waitEnd(t, 60*time.Second)
+	rec.WaitEnd(t, 60*time.Second)
 	first := s.CLISessionID()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	// A brand-new Session, as after a server restart, knowing only the id.
-	rec2 := newRecorder()
+	rec2 := clitest.NewRecorder()
 	s2 := newSession(t, env, rec2, func(c *supervisor.SessionConfig) { c.CLISessionID = first })
 	send(t, s2, "[[recall]]")
-	end := rec2.waitEnd(t, 60*time.Second)
+	end := rec2.WaitEnd(t, 60*time.Second)
 	if end.Err != nil {
 		t.Fatal(end.Err)
 	}
-	if got, want := rec2.text(), "HISTORY: remember the number 42 | [[recall]]"; got != want {
+	if got, want := rec2.Text(), "HISTORY: remember the number 42 | [[recall]]"; got != want {
 		t.Fatalf("resumed history: got %q want %q", got, want)
 	}
 }
@@ -221,17 +163,17 @@ func TestResumeInNewProcess(t *testing.T) {
 func TestInterruptSlowTurn(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := newSession(t, env, rec, nil)
 	send(t, s, "[[slow 200 100]]")
-	waitFor(t, 30*time.Second, func() bool { return strings.Contains(rec.text(), "tick") })
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(rec.Text(), "tick") })
 	pid := s.Pid()
 
 	start := time.Now()
 	if err := s.Interrupt(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	end := rec.waitEnd(t, 5*time.Second)
+	end := rec.WaitEnd(t, 5*time.Second)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("interrupt took %s to end the turn", took)
 	}
@@ -245,28 +187,28 @@ func TestInterruptSlowTurn(t *testing.T) {
 		t.Fatal("interrupt replaced the process; it should be in-band")
 	}
 	send(t, s, "[[say after interrupt]]")
-	end = rec.waitEnd(t, 30*time.Second)
-	if end.Err != nil || rec.text() != "after interrupt" {
-		t.Fatalf("turn after interrupt: err=%v text=%q", end.Err, rec.text())
+	end = rec.WaitEnd(t, 30*time.Second)
+	if end.Err != nil || rec.Text() != "after interrupt" {
+		t.Fatalf("turn after interrupt: err=%v text=%q", end.Err, rec.Text())
 	}
 }
 
 func TestKilledMidTurnResumes(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := newSession(t, env, rec, nil)
 	send(t, s, "first words")
-	rec.waitEnd(t, 60*time.Second)
+	rec.WaitEnd(t, 60*time.Second)
 
 	send(t, s, "[[slow 200 100]]")
-	waitFor(t, 30*time.Second, func() bool { return strings.Contains(rec.text(), "tick") })
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(rec.Text(), "tick") })
 	pid := s.Pid()
 	start := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	end := rec.waitEnd(t, 5*time.Second)
+	end := rec.WaitEnd(t, 5*time.Second)
 	if time.Since(start) > 2*time.Second {
 		t.Fatalf("turn took %s to end after kill -9", time.Since(start))
 	}
@@ -276,13 +218,13 @@ func TestKilledMidTurnResumes(t *testing.T) {
 	assertGroupGone(t, pid)
 
 	send(t, s, "[[recall]]")
-	end = rec.waitEnd(t, 60*time.Second)
+	end = rec.WaitEnd(t, 60*time.Second)
 	if end.Err != nil {
 		t.Fatal(end.Err)
 	}
 	// The completed turn is history; the killed one's message may or may
 	// not have reached the CLI's transcript before the kill.
-	if got := rec.text(); !strings.HasPrefix(got, "HISTORY: first words | ") || !strings.HasSuffix(got, "[[recall]]") {
+	if got := rec.Text(); !strings.HasPrefix(got, "HISTORY: first words | ") || !strings.HasSuffix(got, "[[recall]]") {
 		t.Fatalf("history after respawn = %q", got)
 	}
 	if s.Pid() == pid || s.Pid() == 0 {
@@ -293,20 +235,20 @@ func TestKilledMidTurnResumes(t *testing.T) {
 func TestBigAssistantText(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := newSession(t, env, rec, nil)
 	const size = 5 << 20
 	send(t, s, "[[big 5242880]]")
-	end := rec.waitEnd(t, 120*time.Second)
+	end := rec.WaitEnd(t, 120*time.Second)
 	if end.Err != nil {
 		t.Fatal(end.Err)
 	}
-	got := rec.text()
+	got := rec.Text()
 	if len(got) != size || got != scriptedmodel.BigText(size) {
 		t.Fatalf("streamed text: %d bytes, intact=%v", len(got), got == scriptedmodel.BigText(size))
 	}
 	// The whole message also arrives as one assistant line of over 5 MB.
-	n := rec.count(func(ev supervisor.Event) bool {
+	n := rec.Count(func(ev supervisor.Event) bool {
 		return ev.Kind == supervisor.EventCLI && ev.Msg.Type == "assistant" && len(ev.Msg.Raw) > size
 	})
 	if n != 1 {
@@ -320,19 +262,19 @@ func TestBigAssistantText(t *testing.T) {
 func TestResumeFailureStartsFresh(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := newSession(t, env, rec, func(c *supervisor.SessionConfig) {
 		c.CLISessionID = "8d0a5ef4-5a1e-4b7e-9d55-000000000000"
 	})
 	send(t, s, "[[say fresh start]]")
-	end := rec.waitEnd(t, 60*time.Second)
+	end := rec.WaitEnd(t, 60*time.Second)
 	if end.Err != nil {
 		t.Fatalf("turn after failed resume: %v", end.Err)
 	}
-	if rec.text() != "fresh start" {
-		t.Fatalf("text = %q", rec.text())
+	if rec.Text() != "fresh start" {
+		t.Fatalf("text = %q", rec.Text())
 	}
-	notices := rec.count(func(ev supervisor.Event) bool { return ev.Kind == supervisor.EventNotice })
+	notices := rec.Count(func(ev supervisor.Event) bool { return ev.Kind == supervisor.EventNotice })
 	if notices != 1 {
 		t.Fatalf("notices = %d, want 1", notices)
 	}
@@ -344,26 +286,26 @@ func TestResumeFailureStartsFresh(t *testing.T) {
 func TestModelFailureEndsTurn(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := newSession(t, env, rec, func(c *supervisor.SessionConfig) {
 		c.Spec.Env = append(c.Spec.Env, "CLAUDE_CODE_MAX_RETRIES=0")
 	})
 	send(t, s, "[[status 400]]")
-	end := rec.waitEnd(t, 60*time.Second)
+	end := rec.WaitEnd(t, 60*time.Second)
 	if end.Msg == nil || !end.Msg.IsError {
 		t.Fatalf("a failing model should end the turn with an error result: err=%v msg=%+v", end.Err, end.Msg)
 	}
 	send(t, s, "[[say still works]]")
-	end = rec.waitEnd(t, 60*time.Second)
-	if end.Err != nil || rec.text() != "still works" {
-		t.Fatalf("after failure: %v %q", end.Err, rec.text())
+	end = rec.WaitEnd(t, 60*time.Second)
+	if end.Err != nil || rec.Text() != "still works" {
+		t.Fatalf("after failure: %v %q", end.Err, rec.Text())
 	}
 }
 
 func TestMCPAndHookPlumbing(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	var mu sync.Mutex
 	var hookTools []string
 	var mcpMethods []string
@@ -410,15 +352,15 @@ func TestMCPAndHookPlumbing(t *testing.T) {
 		}
 	})
 	send(t, s, `[[tool mcp__probe__echo {"text":"hi"}]]`)
-	if end := rec.waitEnd(t, 60*time.Second); end.Err != nil {
+	if end := rec.WaitEnd(t, 60*time.Second); end.Err != nil {
 		t.Fatal(end.Err)
 	}
-	if got := rec.text(); got != "RESULT<<echoed>>" {
+	if got := rec.Text(); got != "RESULT<<echoed>>" {
 		t.Fatalf("mcp tool result seen by the model: %q", got)
 	}
 	send(t, s, `[[tool Read {"file_path":"notes.md"}]]`)
-	rec.waitEnd(t, 60*time.Second)
-	if got := rec.text(); !strings.Contains(got, "probe says no") {
+	rec.WaitEnd(t, 60*time.Second)
+	if got := rec.Text(); !strings.Contains(got, "probe says no") {
 		t.Fatalf("hook denial not seen by the model: %q", got)
 	}
 	mu.Lock()
@@ -445,13 +387,13 @@ func waitFor(tb testing.TB, within time.Duration, cond func() bool) {
 func TestControlRequestsToCLI(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
-	rec := newRecorder()
+	rec := clitest.NewRecorder()
 	s := newSession(t, env, rec, nil)
 	if _, err := s.Control(context.Background(), "set_model", map[string]any{"model": "x"}); !errors.Is(err, supervisor.ErrNotRunning) {
 		t.Fatalf("control with no process: %v", err)
 	}
 	send(t, s, "[[say ready]]")
-	rec.waitEnd(t, 60*time.Second)
+	rec.WaitEnd(t, 60*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := s.Control(ctx, "set_permission_mode", map[string]any{"mode": "default"}); err != nil {
@@ -467,7 +409,7 @@ func TestControlRequestsToCLI(t *testing.T) {
 		t.Fatalf("unknown request to the CLI: %v", err)
 	}
 	send(t, s, "[[say after controls]]")
-	rec.waitEnd(t, 30*time.Second)
+	rec.WaitEnd(t, 30*time.Second)
 	reqs := env.Model.Requests()
 	if got := reqs[len(reqs)-1].Model; got != "claude-test-model" {
 		t.Fatalf("model after set_model: %q", got)
