@@ -179,92 +179,84 @@ func (s *Server) logged(ctx context.Context, person, done string, e entry) strin
 	return done
 }
 
+// do runs one tool call for the person in ctx: act gets that person's
+// account and returns the result text; do turns the outcome into the tool
+// result (a caller's mistake or LinkedIn's refusal as isError).
+func (s *Server) do(ctx context.Context, tool string, act func(person string, acct linkedin.Account) (string, error)) (*mcp.CallToolResult, error) {
+	person, acct, err := s.account(ctx)
+	var text string
+	if err == nil {
+		text, err = act(person, acct)
+	}
+	return s.result(ctx, tool, person, text, err)
+}
+
 func (s *Server) post(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	person, text, err := func() (string, string, error) {
-		person, acct, err := s.account(ctx)
-		if err != nil {
-			return "", "", err
-		}
+	return s.do(ctx, ToolPost, func(person string, acct linkedin.Account) (string, error) {
 		body, err := textArg(req, "text", linkedin.MaxPostLength)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
 		urn, err := s.li.CreatePost(ctx, acct, body)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
-		return person, s.logged(ctx, person, "Posted to LinkedIn: "+urn, entry{action: "post", urn: urn, text: body}), nil
-	}()
-	return s.result(ctx, ToolPost, person, text, err)
+		return s.logged(ctx, person, "Posted to LinkedIn: "+urn, entry{action: "post", urn: urn, text: body}), nil
+	})
 }
 
 func (s *Server) postComment(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	person, text, err := func() (string, string, error) {
-		person, acct, err := s.account(ctx)
-		if err != nil {
-			return "", "", err
-		}
+	return s.do(ctx, ToolPostComment, func(person string, acct linkedin.Account) (string, error) {
 		post, err := urnArg(req, "post_urn", linkedin.ValidatePostURN)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
 		body, err := textArg(req, "text", linkedin.MaxCommentLength)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
 		urn, err := s.li.CreateComment(ctx, acct, post, body)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
-		return person, s.logged(ctx, person, "Comment posted: "+urn, entry{action: "comment", urn: urn, target: post, text: body}), nil
-	}()
-	return s.result(ctx, ToolPostComment, person, text, err)
+		return s.logged(ctx, person, "Comment posted: "+urn, entry{action: "comment", urn: urn, target: post, text: body}), nil
+	})
 }
 
 func (s *Server) replyComment(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	person, text, err := func() (string, string, error) {
-		person, acct, err := s.account(ctx)
-		if err != nil {
-			return "", "", err
-		}
+	return s.do(ctx, ToolReplyComment, func(person string, acct linkedin.Account) (string, error) {
 		post, err := urnArg(req, "post_urn", linkedin.ValidatePostURN)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
 		parent, err := urnArg(req, "comment_urn", linkedin.ValidateCommentURN)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
 		body, err := textArg(req, "text", linkedin.MaxCommentLength)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
 		urn, err := s.li.ReplyToComment(ctx, acct, post, parent, body)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
-		return person, s.logged(ctx, person, "Reply posted: "+urn, entry{action: "reply", urn: urn, target: parent, text: body}), nil
-	}()
-	return s.result(ctx, ToolReplyComment, person, text, err)
+		return s.logged(ctx, person, "Reply posted: "+urn, entry{action: "reply", urn: urn, target: parent, text: body}), nil
+	})
 }
 
 func (s *Server) readComments(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	person, text, err := func() (string, string, error) {
-		person, acct, err := s.account(ctx)
-		if err != nil {
-			return "", "", err
-		}
+	return s.do(ctx, ToolReadComments, func(_ string, acct linkedin.Account) (string, error) {
 		thread, err := urnArg(req, "post_urn", linkedin.ValidateThreadURN)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
 		page, err := s.li.Comments(ctx, acct, thread)
 		if err != nil {
-			return person, "", err
+			return "", err
 		}
-		return person, formatComments(thread, page), nil
-	}()
-	return s.result(ctx, ToolReadComments, person, text, err)
+		return formatComments(thread, page), nil
+	})
 }
 
 // formatComments lists comments one per line. Their text is written by
