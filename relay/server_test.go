@@ -221,6 +221,17 @@ func checkCompat(tb testing.TB, evs []map[string]json.RawMessage) {
 	}
 }
 
+// assertUsable runs one more turn in the session (after an interrupt, a
+// crash, bad input, ...) and checks it answers normally.
+func (h *harness) assertUsable(tb testing.TB, id string) {
+	tb.Helper()
+	_, evs := h.chatStream(tb, "sebastian", "", jsonBody(map[string]any{"message": "[[say still usable]]", "session_id": id}))
+	checkCompat(tb, evs)
+	if got := streamText(evs); got != "still usable" {
+		tb.Fatalf("the session is not usable any more: %v", evs)
+	}
+}
+
 func streamText(evs []map[string]json.RawMessage) string {
 	var sb strings.Builder
 	for _, ev := range evs {
@@ -510,10 +521,7 @@ func TestInterruptFromSecondClient(t *testing.T) {
 	if code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != http.StatusConflict {
 		t.Fatalf("interrupt when idle: %d", code)
 	}
-	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[say usable]]", "session_id": id}))
-	if streamText(evs) != "usable" {
-		t.Fatalf("after interrupt: %v", evs)
-	}
+	h.assertUsable(t, id)
 }
 
 func TestClientDisconnectTurnContinues(t *testing.T) {
@@ -621,10 +629,7 @@ func TestAuthAndBadInput(t *testing.T) {
 		})
 	}
 	// Nothing broke: the session still works.
-	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[say fine]]", "session_id": id}))
-	if streamText(evs) != "fine" {
-		t.Fatalf("after bad input: %v", evs)
-	}
+	h.assertUsable(t, id)
 }
 
 func fileExists(path string) bool {
