@@ -152,7 +152,7 @@ func (c *Chat) Publish(ev supervisor.Event) {
 	}
 	for _, o := range c.tr.translate(ev) {
 		if e := c.stream.publishJSON(o.body, o.beginTurn, o.terminal); e != nil {
-			c.observe(e)
+			c.observe(e, o.body)
 		}
 	}
 	if ev.Kind == supervisor.EventTurnStart || ev.Kind == supervisor.EventTurnEnd {
@@ -178,20 +178,26 @@ func (c *Chat) Publish(ev supervisor.Event) {
 }
 
 // observe keeps the history and title from the session's own events; the
-// same code rebuilds them from the log after a restart. c.mu is held.
-func (c *Chat) observe(ev *Event) {
+// same code rebuilds them from the log after a restart. body is the event
+// as published, or nil for a logged event, which is then decoded from its
+// line. c.mu is held.
+func (c *Chat) observe(ev *Event, body typed) {
 	switch {
 	case ev.Type == "turn_start":
-		var e turnStartEvent
-		_ = json.Unmarshal(ev.Line, &e)
+		e, ok := body.(turnStartEvent)
+		if !ok {
+			_ = json.Unmarshal(ev.Line, &e)
+		}
 		c.history = append(c.history, ChatMessage{Role: "user", Content: e.Message})
 		if c.title == "" {
 			c.title = oneLine(e.Message, 80)
 		}
 		c.turnText.Reset()
 	case ev.Type == "text":
-		var e textEvent
-		_ = json.Unmarshal(ev.Line, &e)
+		e, ok := body.(textEvent)
+		if !ok {
+			_ = json.Unmarshal(ev.Line, &e)
+		}
 		c.turnText.WriteString(e.Delta)
 	case ev.Terminal:
 		if c.turnText.Len() > 0 {
@@ -303,7 +309,7 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 	c.stream.onDrop = func() { s.metrics.dropped.Add(1) }
 	c.stream.restore(events)
 	for _, ev := range events {
-		c.observe(ev)
+		c.observe(ev, nil)
 	}
 	c.sess = s.cfg.Launcher.Launch(SessionParams{ID: m.ID, Person: m.Person, CLISessionID: m.CLISessionID, Sink: c, Chat: c})
 	s.mu.Lock()
@@ -326,7 +332,7 @@ func (s *Sessions) restore(l loaded) error {
 		}
 		msg := "The server restarted during this turn; send your message again to continue."
 		if e := c.stream.publishJSON(errorEvent{Type: "error", Message: msg}, false, true); e != nil {
-			c.observe(e)
+			c.observe(e, nil)
 		}
 		c.mu.Unlock()
 	}
