@@ -52,13 +52,12 @@ func TestRestartBetweenTurnsResumes(t *testing.T) {
 	if got := streamText(evs); got != "HISTORY: my cat is called Miso | [[recall]]" {
 		t.Fatalf("after restart the model saw %q", got)
 	}
-	if seqOf(t, replay[len(replay)-1]) >= 0 {
-		c, _ := h2.attach(t, sid, "types=turn_start")
-		starts := until(t, c, "turn_start")
-		starts = append(starts, until(t, c, "turn_start")...)
-		if seqOf(t, starts[1]) <= seqOf(t, allBefore[len(allBefore)-1]) {
-			t.Fatal("seq went backwards after restart")
-		}
+	c, closeC := h2.attach(t, sid, "types=turn_start")
+	defer closeC()
+	starts := until(t, c, "turn_start")
+	starts = append(starts, until(t, c, "turn_start")...)
+	if seqOf(t, starts[1]) <= seqOf(t, allBefore[len(allBefore)-1]) {
+		t.Fatal("seq went backwards after restart")
 	}
 }
 
@@ -303,10 +302,7 @@ func TestStalledClientBlocksNobody(t *testing.T) {
 		t.Fatal("turn did not finish while a client stalled")
 	}
 	t.Logf("8 MB turn with a stalled client attached: %s", time.Since(start))
-	// The stalled client was cut off; it re-attaches with its last seq.
-	if got := h.sessions.Metrics(); got == nil {
-		t.Fatal("no metrics")
-	}
+	// The stalled client was cut off (it may re-attach with its last seq).
 	var out strings.Builder
 	h.sessions.Metrics().ServeHTTP(metricsWriter{&out}, nil)
 	if !strings.Contains(out.String(), "major_dropped_subscribers_total 1\n") {
