@@ -257,9 +257,11 @@ func (s *Session) ensureProcess(ctx context.Context, reserved bool) (*Process, e
 	return p, err
 }
 
+// resumeFailed reports the CLI's answer to a --resume of a conversation it
+// does not have. Only that starts a fresh one: any other start-up error
+// must not cost the person their history.
 func resumeFailed(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "No conversation found") || strings.Contains(msg, "--resume")
+	return strings.Contains(err.Error(), "No conversation found")
 }
 
 func (s *Session) spawn(ctx context.Context, resume string) (*Process, error) {
@@ -522,18 +524,6 @@ func (s *Session) SetWaiting(waiting bool) {
 // clients.
 func (s *Session) Notice(text string) {
 	s.publish(Event{Kind: EventNotice, Text: text})
-}
-
-// Stop ends the live process, if any, keeping the session: the next turn
-// resumes. A running turn ends with an error.
-func (s *Session) Stop() error {
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if p == nil {
-		return nil
-	}
-	return p.Close()
 }
 
 // StopIfIdle ends the live process if no turn runs, keeping the session:
