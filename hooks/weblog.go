@@ -12,12 +12,13 @@ import (
 	"unicode/utf8"
 )
 
-// The audit logs, relative to the vault root. They live outside every
-// person's folder, so the model (confined by the vault guard) cannot edit
-// them.
+// The audit logs, relative to the vault root. They live in AuditDir,
+// outside every person's folder, so the model (confined by the vault
+// guard) cannot edit them; no person may be named AuditDir.
 const (
-	WebFetchLogPath  = "claude/webfetch_logs/requests.md"
-	WebSearchLogPath = "claude/websearch_logs/queries.md"
+	AuditDir         = "claude"
+	WebFetchLogPath  = AuditDir + "/webfetch_logs/requests.md"
+	WebSearchLogPath = AuditDir + "/websearch_logs/queries.md"
 )
 
 // maxLoggedBytes bounds one logged URL or query: the log is read by people,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -76,4 +77,20 @@ func (a *Auth) persons(token string) map[string]bool {
 		}
 	}
 	return found
+}
+
+// Persons lists every person some token may act as, sorted.
+func (a *Auth) Persons() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range a.entries {
+		for p := range e.persons {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }

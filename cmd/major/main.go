@@ -89,7 +89,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", env(getenv, "MAJOR_ADDR", "127.0.0.1:8080"), "address to listen on (MAJOR_ADDR)")
 	fs.StringVar(&c.VaultRoot, "vault-root", env(getenv, "MAJOR_VAULT_ROOT", ""), "git repository holding one folder per person (MAJOR_VAULT_ROOT)")
-	fs.StringVar(&c.StateDir, "state-dir", env(getenv, "MAJOR_STATE_DIR", ""), "where sessions and event logs are kept (MAJOR_STATE_DIR)")
+	fs.StringVar(&c.StateDir, "state-dir", env(getenv, "MAJOR_STATE_DIR", ""), "where sessions and event logs are kept, outside every person's folder (MAJOR_STATE_DIR; default $XDG_STATE_HOME/major or ~/.local/state/major)")
 	fs.StringVar(&c.Claude, "claude", env(getenv, "MAJOR_CLAUDE", ""), "claude binary (MAJOR_CLAUDE; default: the project's pinned install, then claude on PATH)")
 	fs.StringVar(&c.AuthFile, "auth-file", env(getenv, "MAJOR_AUTH_FILE", ""), `JSON {"tokens": {"<token>": ["person", ...]}} (MAJOR_AUTH_FILE)`)
 	fs.StringVar(&c.LinkedInAPI, "linkedin-api", env(getenv, "MAJOR_LINKEDIN_API", "https://api.linkedin.com"), "LinkedIn REST API base URL (MAJOR_LINKEDIN_API)")
@@ -117,7 +117,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, errors.New("--auth-file (MAJOR_AUTH_FILE) is required")
 	}
 	if c.StateDir == "" {
-		c.StateDir = filepath.Join(c.VaultRoot, ".major-state")
+		c.StateDir = defaultStateDir(getenv)
 	}
 	return c, nil
 }

@@ -180,6 +180,18 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if st, err := os.Stat(vaultRoot); err != nil || !st.IsDir() {
 		return fmt.Errorf("vault root %s is not a directory", vaultRoot)
 	}
+	if err := checkPersons(auth.Persons()); err != nil {
+		return fmt.Errorf("auth file %s: %w", cfg.AuthFile, err)
+	}
+	stateInVault, err := checkStateDir(vaultRoot, cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	if stateInVault != "" {
+		if err := excludeFromGit(ctx, vaultRoot, stateInVault); err != nil {
+			return fmt.Errorf("--state-dir %s is inside the vault repository and could not be excluded from git: %w", cfg.StateDir, err)
+		}
+	}
 	childEnv := supervisor.CleanEnv(os.Environ())
 	if os.Getenv("ANTHROPIC_BASE_URL") != "" {
 		log.Warn().Str("anthropic_base_url", os.Getenv("ANTHROPIC_BASE_URL")).Msg("the CLI talks to ANTHROPIC_BASE_URL, not the Anthropic API")
@@ -205,6 +217,16 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	for _, p := range strings.Split(cfg.AutoPublish, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			auto[p] = true
+		}
+	}
+	for p := range accounts {
+		if err := checkPersons([]string{p}); err != nil {
+			return fmt.Errorf("--linkedin-config: %w", err)
+		}
+	}
+	for p := range auto {
+		if err := checkPersons([]string{p}); err != nil {
+			return fmt.Errorf("--linkedin-auto-publish: %w", err)
 		}
 	}
 	l := &launcher{claude: claude, vaultRoot: vaultRoot, env: childEnv,

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/relay"
+)
+
+// defaultStateDir is where sessions and event logs live unless
+// --state-dir says otherwise: the user's state directory
+// ($XDG_STATE_HOME/major, else ~/.local/state/major), never the vault, so
+// transcripts, tool results and fetched pages cannot be committed and
+// pushed with the notes.
+func defaultStateDir(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "major")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "state", "major")
+	}
+	return filepath.Join(os.TempDir(), "major-state")
+}
+
+// reservedFolders are the vault root's folders the server writes itself
+// (the audit logs): a person with one of these names would get the logs
+// as their vault, and could rewrite them.
+func reservedFolders() map[string]bool {
+	return map[string]bool{hooks.AuditDir: true}
+}
+
+// checkPersons refuses a configuration naming a person whose folder the
+// server already uses for something else.
+func checkPersons(persons []string) error {
+	reserved := reservedFolders()
+	for _, p := range persons {
+		if !relay.ValidPerson(p) {
+			return fmt.Errorf("person %q is not a plain lowercase name", p)
+		}
+		if reserved[p] {
+			return fmt.Errorf("person %q cannot be served: the vault folder %s/ holds the server's audit logs; rename the person", p, p)
+		}
+	}
+	return nil
+}
+
+// checkStateDir makes sure the state directory is not inside any person's
+// folder (a file tool of that person could read or plant session logs
+// there) nor in a folder a person could get later. A state directory
+// inside the vault root must sit under a top-level folder that no person
+// can be named after (one starting with a dot, say), and it is excluded
+// from git so `git add -A` never records it. It returns the folder's path
+// relative to the vault root, or "" when it is outside.
+func checkStateDir(vaultRoot, stateDir string) (string, error) {
+	root, err := realPath(vaultRoot)
+	if err != nil {
+		return "", err
+	}
+	state, err := realPath(stateDir)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, state)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", nil
+	}
+	if rel == "." {
+		return "", fmt.Errorf("--state-dir %s is the vault root itself; keep it outside the vault (default: %s)", stateDir, defaultStateDir(os.Getenv))
+	}
+	top := strings.Split(rel, string(filepath.Separator))[0]
+	if relay.ValidPerson(top) || reservedFolders()[top] {
+		return "", fmt.Errorf("--state-dir %s is inside the vault folder %s/, which a person's tools can reach; keep it outside the vault (default: %s)", stateDir, top, defaultStateDir(os.Getenv))
+	}
+	return rel, nil
+}
+
+// realPath is p made absolute with symlinks resolved in its longest
+// existing prefix (the state directory may not exist yet).
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	cur := abs
+	for {
+		real, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(real, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("resolve %s: %w", p, err)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+// excludeFromGit adds rel (relative to the vault root) to the repository's
+// own exclude file (.git/info/exclude), which no commit carries and no
+// file tool can reach.
+func excludeFromGit(ctx context.Context, vaultRoot, rel string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "-C", vaultRoot, "rev-parse", "--path-format=absolute", "--git-path", "info/exclude").Output()
+	if err != nil {
+		return fmt.Errorf("find the vault's git exclude file: %w", err)
+	}
+	prefix, err := exec.CommandContext(ctx, "git", "-C", vaultRoot, "rev-parse", "--show-prefix").Output()
+	if err != nil {
+		return fmt.Errorf("find the vault's place in its repository: %w", err)
+	}
+	file := strings.TrimSpace(string(out))
+	pattern := "/" + filepath.ToSlash(filepath.Join(strings.TrimSpace(string(prefix)), rel)) + "/"
+	have, err := os.ReadFile(file)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", file, err)
+	}
+	for _, line := range strings.Split(string(have), "\n") {
+		if strings.TrimSpace(line) == pattern {
+			return nil
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	text := "# Major's session state: never committed\n" + pattern + "\n"
+	if len(have) > 0 && have[len(have)-1] != '\n' {
+		text = "\n" + text
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/majorhq/major/clitest"
+)
+
+func TestDefaultStateDirIsOutsideTheVault(t *testing.T) {
+	env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", "HOME": "/home/x"}
+	c, err := parseFlags(nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StateDir != "/home/x/.local/state/major" {
+		t.Fatalf("state dir %q", c.StateDir)
+	}
+	env["XDG_STATE_HOME"] = "/xdg"
+	if c, _ = parseFlags(nil, func(k string) string { return env[k] }, io.Discard); c.StateDir != "/xdg/major" {
+		t.Fatalf("state dir %q", c.StateDir)
+	}
+}
+
+// TestRefusesUnsafeLayout: a person named after the audit log folder, or a
+// state directory a person's tools could reach, stops the server at start
+// with an error naming the problem.
+func TestRefusesUnsafeLayout(t *testing.T) {
+	bin := clitest.Binary(t)
+	for _, tc := range []struct {
+		name    string
+		persons string
+		li      string
+		auto    string
+		state   func(vault string) string
+		want    string
+	}{
+		{name: "person claude", persons: `["sebastian", "claude"]`, want: `person "claude" cannot be served`},
+		{name: "linkedin person claude", persons: `["sebastian"]`, li: `{"claude": {"access_token": "x", "author": "urn:li:person:x"}}`, want: "--linkedin-config"},
+		{name: "auto-publish claude", persons: `["sebastian"]`, auto: "claude", want: "--linkedin-auto-publish"},
+		{name: "state in a person's folder", persons: `["sebastian"]`, state: func(v string) string { return filepath.Join(v, "sebastian", ".state") }, want: "inside the vault folder sebastian/"},
+		{name: "state in another person-like folder", persons: `["sebastian"]`, state: func(v string) string { return filepath.Join(v, "later", "x") }, want: "inside the vault folder later/"},
+		{name: "state in the audit folder", persons: `["sebastian"]`, state: func(v string) string { return filepath.Join(v, "claude", "state") }, want: "inside the vault folder claude/"},
+		{name: "state is the vault root", persons: `["sebastian"]`, state: func(v string) string { return v }, want: "is the vault root"},
+		{name: "state through a symlink", persons: `["sebastian"]`, state: func(v string) string {
+			link := filepath.Join(t.TempDir(), "link")
+			if err := os.Symlink(filepath.Join(v, "sebastian"), link); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(link, "state")
+		}, want: "inside the vault folder sebastian/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			vault := filepath.Join(dir, "vault")
+			if err := os.MkdirAll(filepath.Join(vault, "sebastian"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			auth := filepath.Join(dir, "auth.json")
+			writeFile(t, auth, `{"tokens": {"t": `+tc.persons+`}}`)
+			state := filepath.Join(dir, "state")
+			if tc.state != nil {
+				state = tc.state(vault)
+			}
+			args := []string{"serve", "--addr", "127.0.0.1:0", "--vault-root", vault, "--state-dir", state,
+				"--claude", bin, "--auth-file", auth}
+			if tc.li != "" {
+				li := filepath.Join(dir, "li.json")
+				writeFile(t, li, tc.li)
+				args = append(args, "--linkedin-config", li)
+			}
+			if tc.auto != "" {
+				args = append(args, "--linkedin-auto-publish", tc.auto)
+			}
+			err := run(context.Background(), args, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run: %v, want an error containing %q", err, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(state, "sessions")); err == nil {
+				t.Fatal("the refused state dir was created")
+			}
+		})
+	}
+}
+
+// TestStateInsideTheVaultRepoIsNeverCommitted: a state directory in a
+// dot-folder of the vault repository is accepted, excluded from git, and a
+// turn's commit carries none of it.
+func TestStateInsideTheVaultRepoIsNeverCommitted(t *testing.T) {
+	s := start(t)
+	s.stop(t)
+	state := filepath.Join(s.env.VaultRoot, ".major-state")
+	args := append([]string{}, s.args...)
+	for i, a := range args {
+		if a == "--state-dir" {
+			args[i+1] = state
+		}
+	}
+	s2 := launch(t, s.env, s.li, state, args)
+	if !strings.Contains(readAll(t, s2.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[tool Write {\"file_path\":\"note.md\",\"content\":\"hi\"}]]"}`)), `"done"`) {
+		t.Fatal("turn did not finish")
+	}
+	s2.stop(t)
+	if _, err := os.Stat(filepath.Join(state, "sessions")); err != nil {
+		t.Fatalf("state not kept in %s: %v", state, err)
+	}
+	out, err := exec.Command("git", "-C", s.env.VaultRoot, "check-ignore", "-q", ".major-state/sessions").CombinedOutput()
+	if err != nil {
+		t.Fatalf("state dir not excluded from git: %v %s", err, out)
+	}
+	if err := exec.Command("git", "-C", s.env.VaultRoot, "add", "-A").Run(); err != nil {
+		t.Fatal(err)
+	}
+	staged, _ := exec.Command("git", "-C", s.env.VaultRoot, "diff", "--cached", "--name-only").Output()
+	logged, _ := exec.Command("git", "-C", s.env.VaultRoot, "log", "--all", "--name-only", "--format=").Output()
+	if strings.Contains(string(staged)+string(logged), ".major-state") {
+		t.Fatalf("state reached git:\nstaged %s\nlog %s", staged, logged)
+	}
+	if !strings.Contains(string(logged), "sebastian/note.md") {
+		t.Fatalf("the turn's note was not committed: %s", logged)
+	}
+}
