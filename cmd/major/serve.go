@@ -282,8 +282,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Metrics:    sessions.Metrics(),
 		MCP:        mcp.HTTPHandler(),
 		WithPerson: mcpserver.WithPerson,
-		Ready: func(ctx context.Context) (string, error) { return claudeVersion(ctx, claude) },
-		Done: done,
+		Ready:      func(ctx context.Context) (string, error) { return claudeVersion(ctx, claude) },
+		Done:       done,
 	}
 	if cfg.WebDir != "" {
 		srvCfg.Static = clientFiles{dir: http.Dir(cfg.WebDir)}
