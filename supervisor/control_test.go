@@ -271,8 +271,22 @@ func TestCloseEscalatesToKill(t *testing.T) {
 }
 
 func TestCleanEnv(t *testing.T) {
-	got := CleanEnv([]string{"PATH=/bin", "CLAUDECODE=1", "CLAUDE_CODE_ENTRYPOINT=cli", "MAJOR_AUTH_FILE=/secret", "HOME=/h"}, "X=1")
-	if strings.Join(got, " ") != "PATH=/bin HOME=/h X=1" {
-		t.Fatalf("clean env %v", got)
+	for _, tc := range []struct {
+		name       string
+		env, extra []string
+		want       string
+	}{
+		{"drops what is not the child's", []string{"PATH=/bin", "CLAUDECODE=1", "CLAUDE_CODE_ENTRYPOINT=cli", "MAJOR_AUTH_FILE=/secret", "HOME=/h"}, []string{"X=1"},
+			"PATH=/bin HOME=/h X=1 DISABLE_AUTOUPDATER=1 DISABLE_UPDATES=1"},
+		{"updates stay off whatever the server's environment says", []string{"DISABLE_AUTOUPDATER=0", "DISABLE_UPDATES=", "CLAUDE_CODE_PACKAGE_MANAGER_AUTO_UPDATE=1", "PATH=/bin"}, nil,
+			"PATH=/bin DISABLE_AUTOUPDATER=1 DISABLE_UPDATES=1"},
+		{"and whatever extra says", nil, []string{"DISABLE_UPDATES=0", "HOME=/h"},
+			"HOME=/h DISABLE_AUTOUPDATER=1 DISABLE_UPDATES=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Join(CleanEnv(tc.env, tc.extra...), " "); got != tc.want {
+				t.Fatalf("clean env\n got %s\nwant %s", got, tc.want)
+			}
+		})
 	}
 }

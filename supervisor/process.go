@@ -308,18 +308,35 @@ func (t *tailBuffer) String() string {
 
 // CleanEnv returns env without the variables that would make the child think
 // it runs inside another Claude Code, or that carry this server's own
-// settings and secrets (MAJOR_*), plus extra.
+// settings and secrets (MAJOR_*), plus extra, plus the CLI's switches that
+// keep it from updating itself: the server runs the binary it was started
+// with, and a CLI that replaces itself under running sessions is not that.
 func CleanEnv(env []string, extra ...string) []string {
-	out := make([]string, 0, len(env)+len(extra))
+	out := make([]string, 0, len(env)+len(extra)+len(noUpdates))
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
 		case k == "CLAUDECODE", k == "CLAUDE_CODE_ENTRYPOINT", k == "CLAUDE_CODE_SSE_PORT",
 			k == "CLAUDE_AGENT_SDK_VERSION", k == "CLAUDE_CODE_SESSION_ID",
-			strings.HasPrefix(k, "MAJOR_"):
+			strings.HasPrefix(k, "MAJOR_"), updateSwitch(k):
 			continue
 		}
 		out = append(out, kv)
 	}
-	return append(out, extra...)
+	for _, kv := range extra {
+		if k, _, _ := strings.Cut(kv, "="); !updateSwitch(k) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, noUpdates...)
 }
+
+func updateSwitch(key string) bool {
+	return key == "DISABLE_AUTOUPDATER" || key == "DISABLE_UPDATES" || key == "CLAUDE_CODE_PACKAGE_MANAGER_AUTO_UPDATE"
+}
+
+// noUpdates turn off the CLI's updates: DISABLE_AUTOUPDATER the background
+// one, DISABLE_UPDATES every one (the pinned CLI checks it first).
+// CLAUDE_CODE_PACKAGE_MANAGER_AUTO_UPDATE, which would turn a package
+// manager's update on, is never passed.
+var noUpdates = []string{"DISABLE_AUTOUPDATER=1", "DISABLE_UPDATES=1"}

@@ -415,3 +415,42 @@ func TestControlRequestsToCLI(t *testing.T) {
 		t.Fatalf("model after set_model: %q", got)
 	}
 }
+
+// TestDashValuesReachTheCLI starts the real CLI with values that start with
+// dashes: each must reach the CLI as the value of its flag, never as a flag
+// of its own. --resume takes an optional value, so a separate "-x" is read
+// as an unknown option; joined to its flag, the CLI judges it as an id.
+func TestDashValuesReachTheCLI(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var system string
+	env := clitest.New(t, func(req scriptedmodel.Request) scriptedmodel.Reply {
+		mu.Lock()
+		system = string(req.System)
+		mu.Unlock()
+		return scriptedmodel.Script(req)
+	})
+
+	rec := clitest.NewRecorder()
+	s := newSession(t, env, rec, func(c *supervisor.SessionConfig) { c.CLISessionID = "-x" })
+	send(t, s, "hello")
+	end := rec.WaitEnd(t, 60*time.Second)
+	if end.Err == nil || strings.Contains(end.Err.Error(), "unknown option") || !strings.Contains(end.Err.Error(), `"-x"`) {
+		t.Fatalf("resume of \"-x\": %v", end.Err)
+	}
+
+	rec = clitest.NewRecorder()
+	const prompt = "--help -v You are a test assistant whose prompt starts with dashes."
+	s = newSession(t, env, rec, func(c *supervisor.SessionConfig) {
+		c.ID += "-prompt"
+		c.Spec.SystemPrompt = prompt
+	})
+	if got := rec.Turn(t, s, "[[say fine]]"); got != "fine" {
+		t.Fatalf("turn text %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(system, prompt) {
+		t.Fatalf("the model's system prompt lacks %q: %s", prompt, system)
+	}
+}

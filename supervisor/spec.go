@@ -46,28 +46,30 @@ type HookMatcher struct {
 }
 
 // Args returns the command line for one process; resume is the CLI session
-// id to continue, or "".
+// id to continue, or "". Every value is joined to its flag (--flag=value),
+// so a value that starts with a dash can never be read as a flag of its
+// own (--resume, for one, takes an optional value).
 func (s Spec) Args(resume string) []string {
 	args := []string{
 		"-p",
-		"--input-format", "stream-json",
-		"--output-format", "stream-json",
+		"--input-format=stream-json",
+		"--output-format=stream-json",
 		"--verbose",
 		"--include-partial-messages",
-		"--permission-prompt-tool", "stdio",
+		"--permission-prompt-tool=stdio",
 	}
 	if s.SystemPrompt != "" {
-		args = append(args, "--system-prompt", s.SystemPrompt)
+		args = append(args, "--system-prompt="+s.SystemPrompt)
 	}
-	args = append(args, "--tools", strings.Join(s.Tools, ","))
+	args = append(args, "--tools="+strings.Join(s.Tools, ","))
 	if len(s.AllowedTools) > 0 {
-		args = append(args, "--allowedTools", strings.Join(s.AllowedTools, ","))
+		args = append(args, "--allowedTools="+strings.Join(s.AllowedTools, ","))
 	}
 	if len(s.DisallowedTools) > 0 {
-		args = append(args, "--disallowedTools", strings.Join(s.DisallowedTools, ","))
+		args = append(args, "--disallowedTools="+strings.Join(s.DisallowedTools, ","))
 	}
 	if s.PermissionMode != "" {
-		args = append(args, "--permission-mode", s.PermissionMode)
+		args = append(args, "--permission-mode="+s.PermissionMode)
 	}
 	if len(s.SDKMCPServers) > 0 {
 		servers := map[string]any{}
@@ -75,13 +77,13 @@ func (s Spec) Args(resume string) []string {
 			servers[name] = map[string]string{"type": "sdk", "name": name}
 		}
 		cfg, _ := json.Marshal(map[string]any{"mcpServers": servers})
-		args = append(args, "--mcp-config", string(cfg))
+		args = append(args, "--mcp-config="+string(cfg))
 	}
 	if s.Model != "" {
-		args = append(args, "--model", s.Model)
+		args = append(args, "--model="+s.Model)
 	}
 	if resume != "" {
-		args = append(args, "--resume", resume)
+		args = append(args, "--resume="+resume)
 	}
 	return append(args, s.ExtraArgs...)
 }

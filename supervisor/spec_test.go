@@ -1,0 +1,45 @@
+package supervisor
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestArgsJoinEveryValueToItsFlag(t *testing.T) {
+	spec := Spec{
+		SystemPrompt:    "-starts with a dash",
+		Tools:           []string{"-Read", "Write"},
+		AllowedTools:    []string{"-Read"},
+		DisallowedTools: []string{"-Bash"},
+		PermissionMode:  "-default",
+		SDKMCPServers:   []string{"linkedin"},
+		Model:           "-model",
+	}
+	args := spec.Args("-resume-id")
+	// Each flag that takes a value carries it after "=", in one argument.
+	for flag, value := range map[string]string{
+		"--input-format": "stream-json", "--output-format": "stream-json", "--permission-prompt-tool": "stdio",
+		"--system-prompt": "-starts with a dash", "--tools": "-Read,Write", "--allowedTools": "-Read",
+		"--disallowedTools": "-Bash", "--permission-mode": "-default", "--model": "-model", "--resume": "-resume-id",
+		"--mcp-config": `{"mcpServers":{"linkedin":{"name":"linkedin","type":"sdk"}}}`,
+	} {
+		found := false
+		for _, a := range args {
+			if a == flag {
+				t.Errorf("%s is a separate argument: %q", flag, args)
+			}
+			if a == flag+"="+value {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %s=%s in %q", flag, value, args)
+		}
+	}
+	// Nothing but the flags themselves starts with a dash.
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--") && a != "-p" {
+			t.Errorf("argument %q stands alone", a)
+		}
+	}
+}
