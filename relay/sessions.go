@@ -146,9 +146,16 @@ func (c *Chat) Stream() *Stream { return c.stream }
 func (c *Chat) Publish(ev supervisor.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var took time.Duration
+	var failed bool
 	if ev.Kind == supervisor.EventTurnEnd {
 		// Questions still open belong to the turn that just ended.
 		c.asks.cancelAll(c)
+		// Counted before the terminal event goes out, so a client that saw
+		// the turn end also sees it in the metrics.
+		took = ev.Time.Sub(c.turnStarted)
+		failed = ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted)
+		c.metrics.turnEnded(took, failed, ev.Interrupted)
 	}
 	for _, o := range c.tr.translate(ev) {
 		if e := c.stream.publishJSON(o.body, o.beginTurn, o.terminal); e != nil {
@@ -162,9 +169,6 @@ func (c *Chat) Publish(ev supervisor.Event) {
 	case supervisor.EventTurnStart:
 		c.turnStarted = ev.Time
 	case supervisor.EventTurnEnd:
-		took := ev.Time.Sub(c.turnStarted)
-		failed := ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted)
-		c.metrics.turnEnded(took, failed, ev.Interrupted)
 		outcome := "done"
 		switch {
 		case ev.Interrupted:
