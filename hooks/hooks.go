@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -137,7 +136,7 @@ func (h *Hooks) record(ctx context.Context, log zerolog.Logger, c Caller, rel, w
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.LogTimeout)
 	defer cancel()
 	line := LogEntry(h.cfg.Clock(), c.Person(), text)
-	write := func() error { return appendLine(filepath.Join(h.cfg.VaultRoot, rel), line) }
+	write := func() error { return appendLine(h.cfg.VaultRoot, rel, line) }
 	var err error
 	if h.cfg.Git == nil {
 		err = write()

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/majorhq/major/internal/nofollow"
 )
 
 // The audit logs, relative to the vault root. They live in AuditDir,
@@ -93,14 +93,12 @@ func SafeText(s string, limit int) string {
 	return b.String()
 }
 
-// appendLine appends line to the file at path, creating it and its folder,
-// and first ends an unterminated last line so an entry never joins the
-// previous one.
-func appendLine(path, line string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create log folder: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+// appendLine appends line to the file rel below root, creating it and its
+// folders, and first ends an unterminated last line so an entry never joins
+// the previous one. No link is followed on the way (a pulled commit could
+// have turned a folder of the log into one).
+func appendLine(root, rel, line string) error {
+	f, err := nofollow.OpenAppend(root, rel, 0o644)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}

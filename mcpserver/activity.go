@@ -3,17 +3,18 @@ package mcpserver
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/internal/nofollow"
 )
 
-// activityLog appends each LinkedIn action to the person's
-// linkedin/activity.md and commits it. Two sessions of one person may act at
-// once, so each file has its own lock, held across append and commit: every
-// commit then holds exactly its own entry.
+// activityLog appends each LinkedIn action to the person's log under the
+// vault's audit folder (ActivityLogPath) and commits it. Two sessions of one
+// person may act at once, so each file has its own lock, held across append
+// and commit: every commit then holds exactly its own entry.
 type activityLog struct {
 	root      string
 	committer Committer
@@ -37,13 +38,12 @@ type entry struct {
 	text   string
 }
 
-// activityRel is where person's log lives, relative to the vault root.
-func activityRel(person string) string {
-	return filepath.ToSlash(filepath.Join(person, "linkedin", "activity.md"))
-}
-
-func activityPath(root, person string) string {
-	return filepath.Join(root, filepath.FromSlash(activityRel(person)))
+// ActivityLogPath is where person's LinkedIn activity log lives, relative
+// to the vault root (slash-separated): in the server's audit folder, which
+// no person may be named after, so no file tool of any person can rewrite
+// or delete it.
+func ActivityLogPath(person string) string {
+	return hooks.AuditDir + "/linkedin_logs/" + person + ".md"
 }
 
 const activityHeader = "# LinkedIn activity\n\nWritten by Major for every post, comment and reply.\n\n"
@@ -57,18 +57,18 @@ func (l *activityLog) record(ctx context.Context, person string, e entry) error 
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
-	path := activityPath(l.root, person)
-	lock := l.lock(path)
+	rel := ActivityLogPath(person)
+	lock := l.lock(rel)
 	lock.Lock()
 	defer lock.Unlock()
-	if err := l.append(path, e); err != nil {
+	if err := l.append(rel, e); err != nil {
 		return err
 	}
 	if l.committer == nil {
 		return nil
 	}
 	msg := fmt.Sprintf("LinkedIn %s %s (%s)", e.action, e.urn, person)
-	if err := l.committer.Commit(ctx, msg, activityRel(person)); err != nil {
+	if err := l.committer.Commit(ctx, msg, rel); err != nil {
 		return fmt.Errorf("commit activity log: %w", err)
 	}
 	return nil
@@ -85,11 +85,11 @@ func (l *activityLog) lock(path string) *sync.Mutex {
 	return m
 }
 
-func (l *activityLog) append(path string, e entry) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create activity log folder: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+// append writes e to the log rel (below the vault root), following no
+// link on the way: a pulled commit could have made any folder of the path a
+// link into a person's vault.
+func (l *activityLog) append(rel string, e entry) error {
+	f, err := nofollow.OpenAppend(l.root, rel, 0o644)
 	if err != nil {
 		return fmt.Errorf("open activity log: %w", err)
 	}

@@ -60,7 +60,7 @@ func TestConcurrentPersonsNeverCross(t *testing.T) {
 		if strings.Contains(log, `"`+other+` `) {
 			t.Errorf("%s's log holds %s's posts:\n%s", person, other, log)
 		}
-		if commits := gitLog(t, w.vault, person+"/linkedin/activity.md"); len(commits) != perPerson {
+		if commits := gitLog(t, w.vault, mcpserver.ActivityLogPath(person)); len(commits) != perPerson {
 			t.Errorf("%s's log was committed %d times, want %d", person, len(commits), perPerson)
 		}
 	}
@@ -80,7 +80,7 @@ func TestLogFailureKeepsResult(t *testing.T) {
 	if isErr {
 		t.Fatalf("a log failure turned the post into an error: %q", text)
 	}
-	if !strings.HasPrefix(text, "Posted to LinkedIn: urn:li:share:7001\n\nNote: this is live on LinkedIn, but recording it in linkedin/activity.md failed (commit activity log: git add") ||
+	if !strings.HasPrefix(text, "Posted to LinkedIn: urn:li:share:7001\n\nNote: this is live on LinkedIn, but recording it in the activity log failed (commit activity log: git add") ||
 		!strings.HasSuffix(text, "Do not publish it again.") {
 		t.Fatalf("text = %q", text)
 	}
@@ -114,7 +114,7 @@ func TestLogFormat(t *testing.T) {
 	if got := w.activity(t, "petra"); got != want {
 		t.Fatalf("log:\n%s\nwant:\n%s", got, want)
 	}
-	commits := gitLog(t, w.vault, "petra/linkedin/activity.md")
+	commits := gitLog(t, w.vault, mcpserver.ActivityLogPath("petra"))
 	wantCommits := []string{
 		"LinkedIn comment urn:li:comment:(urn:li:activity:7001,7002) (petra)",
 		"LinkedIn post urn:li:share:7001 (petra)",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -160,11 +161,11 @@ func TestPostThroughRealCLI(t *testing.T) {
 		}
 	}
 	for _, p := range persons {
-		log := readFile(t, env.Vault(p)+"/linkedin/activity.md")
+		log := readFile(t, filepath.Join(env.VaultRoot, mcpserver.ActivityLogPath(p)))
 		if !strings.Contains(log, " post "+urns[p]+` "hello from `+p+`"`+"\n") || strings.Count(log, "\n- ") != 1 {
 			t.Errorf("%s's activity log:\n%s", p, log)
 		}
-		commits := gitLog(t, env.VaultRoot, p+"/linkedin/activity.md")
+		commits := gitLog(t, env.VaultRoot, mcpserver.ActivityLogPath(p))
 		if len(commits) != 1 || commits[0] != "LinkedIn post "+urns[p]+" ("+p+")" {
 			t.Errorf("%s's log commits: %q", p, commits)
 		}

@@ -138,7 +138,7 @@ func newWorld(tb testing.TB, mutate func(*mcpserver.Config)) *world {
 
 func (w *world) activity(tb testing.TB, person string) string {
 	tb.Helper()
-	data, err := os.ReadFile(filepath.Join(w.vault, person, "linkedin", "activity.md"))
+	data, err := os.ReadFile(filepath.Join(w.vault, mcpserver.ActivityLogPath(person)))
 	if err != nil && !os.IsNotExist(err) {
 		tb.Fatal(err)
 	}

@@ -73,7 +73,7 @@ var _ LinkedIn = (*linkedin.Client)(nil)
 
 // Committer records changed files in the vault's git repository (pull,
 // commit the given paths, push), one commit at a time. Paths are relative to
-// the vault root, such as "sebastian/linkedin/activity.md".
+// the vault root, such as "claude/linkedin_logs/sebastian.md".
 type Committer interface {
 	Commit(ctx context.Context, message string, paths ...string) error
 }
@@ -86,7 +86,8 @@ type Config struct {
 	// here gets "LinkedIn is not configured" from every tool.
 	Accounts linkedin.Accounts
 	// VaultRoot holds one folder per person; each action is logged to
-	// VaultRoot/<person>/linkedin/activity.md. Empty disables the log.
+	// VaultRoot/ActivityLogPath(person), outside every person's folder.
+	// Empty disables the log.
 	VaultRoot string
 	// Committer commits the activity log; nil leaves the file uncommitted.
 	Committer Committer

@@ -174,7 +174,7 @@ func hint(err error) string {
 func (s *Server) logged(ctx context.Context, person, done string, e entry) string {
 	if err := s.activity.record(ctx, person, e); err != nil {
 		s.log.Error().Err(err).Str("person", person).Str("urn", e.urn).Msg("activity log failed")
-		return done + "\n\nNote: this is live on LinkedIn, but recording it in linkedin/activity.md failed (" + err.Error() + "). Do not publish it again."
+		return done + "\n\nNote: this is live on LinkedIn, but recording it in the activity log failed (" + err.Error() + "). Do not publish it again."
 	}
 	return done
 }

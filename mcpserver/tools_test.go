@@ -217,7 +217,7 @@ func TestToolCalls(t *testing.T) {
 				if !strings.HasSuffix(got, "\n"+tt.wantLog+"\n") || strings.Count(got, "\n- ") != 1 {
 					t.Errorf("%s's activity log:\n%s\nwant the entry\n%s", p, got, tt.wantLog)
 				}
-				if logs := gitLog(t, w.vault, p+"/linkedin/activity.md"); len(logs) != 1 || !strings.HasPrefix(logs[0], "LinkedIn ") {
+				if logs := gitLog(t, w.vault, mcpserver.ActivityLogPath(p)); len(logs) != 1 || !strings.HasPrefix(logs[0], "LinkedIn ") {
 					t.Errorf("commits of the log = %q", logs)
 				}
 				gitClean(t, w.vault)

@@ -23,6 +23,7 @@ import (
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/linkedin/linkedintest"
+	"github.com/majorhq/major/mcpserver"
 )
 
 func TestMain(m *testing.M) {
@@ -244,7 +245,7 @@ func TestServeFullStack(t *testing.T) {
 	if len(reqs) != 1 || reqs[0].Token != "li-token-sebastian" || reqs[0].Method != "POST" {
 		t.Fatalf("LinkedIn requests %+v", reqs)
 	}
-	log, err := exec.Command("git", "-C", s.env.VaultRoot, "log", "--format=%s", "--", "sebastian/linkedin/activity.md").Output()
+	log, err := exec.Command("git", "-C", s.env.VaultRoot, "log", "--format=%s", "--", mcpserver.ActivityLogPath("sebastian")).Output()
 	if err != nil || !strings.Contains(string(log), "LinkedIn") {
 		t.Fatalf("activity log commit: %q %v", log, err)
 	}
