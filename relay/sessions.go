@@ -69,8 +69,15 @@ type SessionsConfig struct {
 	TTL time.Duration
 	// LiveProcesses reports live CLI processes for the metrics.
 	LiveProcesses func() int
-	Logger        zerolog.Logger
-	Now           func() time.Time
+	// TurnEnd, when set, runs after every turn of a session and before
+	// the turn's terminal event is published: a status it returns is
+	// published in the turn, ahead of done or error, so the turn's
+	// clients see it. The session's later events wait behind it. It is
+	// given TurnEndTimeout (default 1m).
+	TurnEnd        func(ctx context.Context, person, sessionID string) (status string)
+	TurnEndTimeout time.Duration
+	Logger         zerolog.Logger
+	Now            func() time.Time
 }
 
 // Sessions holds every chat session by id.
@@ -82,12 +89,20 @@ type Sessions struct {
 	mu       sync.Mutex
 	byID     map[string]*Chat
 	shutdown bool
+	// endings are the turn-end hooks running; Close stops new ones
+	// (closing) and waits for them.
+	endMu   sync.Mutex
+	closing bool
+	endings sync.WaitGroup
 }
 
 // NewSessions returns a registry, with the sessions the store kept.
 func NewSessions(cfg SessionsConfig) (*Sessions, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.TurnEndTimeout <= 0 {
+		cfg.TurnEndTimeout = time.Minute
 	}
 	s := &Sessions{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Chat), metrics: newMetrics()}
 	s.metrics.live = cfg.LiveProcesses
@@ -133,6 +148,12 @@ type Chat struct {
 	turnStarted  time.Time
 	interactive  int
 	asks         *asks
+	// onTurnEnd starts the turn-end hook for a turn-end event and reports
+	// whether it did (nil: there is none). While it runs, ending is set
+	// and the session's events wait in held, in order.
+	onTurnEnd func(end supervisor.Event) bool
+	ending    bool
+	held      []supervisor.Event
 }
 
 // Session is the supervisor session.
@@ -142,10 +163,61 @@ func (c *Chat) Session() *supervisor.Session { return c.sess }
 func (c *Chat) Stream() *Stream { return c.stream }
 
 // Publish implements supervisor.Sink: it translates the event, appends the
-// results to the stream and keeps the history, all in one order.
+// results to the stream and keeps the history, all in one order. A turn's
+// end waits for the turn-end hook, and the events after it wait too.
 func (c *Chat) Publish(ev supervisor.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ending {
+		c.held = append(c.held, ev)
+		return
+	}
+	if ev.Kind == supervisor.EventTurnEnd && c.onTurnEnd != nil {
+		// Questions still open belong to the turn that just ended.
+		c.asks.cancelAll(c)
+		if c.onTurnEnd(ev) {
+			c.ending = true
+			return
+		}
+	}
+	c.apply(ev)
+}
+
+// finishTurn runs the turn-end hook for end (a turn-end event), publishes
+// its status and then end, and then the events held meanwhile; a turn end
+// among them runs the hook again. It runs in its own goroutine, owned by
+// Sessions.
+func (c *Chat) finishTurn(end supervisor.Event, hook func() string) {
+	for {
+		status := hook()
+		c.mu.Lock()
+		if status != "" {
+			c.apply(supervisor.Event{Kind: supervisor.EventNotice, Text: status, Time: time.Now()})
+		}
+		c.apply(end)
+		held := c.held
+		c.held = nil
+		next := -1
+		for i, ev := range held {
+			if ev.Kind == supervisor.EventTurnEnd {
+				next = i
+				break
+			}
+			c.apply(ev)
+		}
+		if next < 0 {
+			c.ending = false
+			c.mu.Unlock()
+			return
+		}
+		end = held[next]
+		c.held = held[next+1:]
+		c.mu.Unlock()
+	}
+}
+
+// apply publishes one supervisor event. c.mu is held.
+func (c *Chat) apply(ev supervisor.Event) {
 	var took time.Duration
 	var failed bool
 	if ev.Kind == supervisor.EventTurnEnd {
@@ -298,6 +370,26 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 		asks:         newAsks(),
 		log:          s.log.With().Str("session", m.ID).Logger(),
 		metrics:      s.metrics,
+	}
+	if hook := s.cfg.TurnEnd; hook != nil {
+		run := func() string {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TurnEndTimeout)
+			defer cancel()
+			return hook(ctx, m.Person, m.ID)
+		}
+		c.onTurnEnd = func(end supervisor.Event) bool {
+			s.endMu.Lock()
+			defer s.endMu.Unlock()
+			if s.closing {
+				return false
+			}
+			s.endings.Add(1)
+			go func() {
+				defer s.endings.Done()
+				c.finishTurn(end, run)
+			}()
+			return true
+		}
 	}
 	var err error
 	if s.cfg.Store != nil {
@@ -524,8 +616,13 @@ func (s *Sessions) Expire() int {
 	return n
 }
 
-// Close ends every session.
+// Close ends every session, after the turn-end hooks still running have
+// published their turns' ends.
 func (s *Sessions) Close() {
+	s.endMu.Lock()
+	s.closing = true
+	s.endMu.Unlock()
+	s.endings.Wait()
 	s.mu.Lock()
 	chats := make([]*Chat, 0, len(s.byID))
 	for _, c := range s.byID {

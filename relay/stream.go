@@ -81,7 +81,15 @@ func (s *Stream) restore(events []*Event) {
 	if n := len(events); n > 0 {
 		s.seq = events[n-1].Seq
 		s.turn = events[n-1].Turn
-		s.open = !events[n-1].Terminal && s.turn > 0
+		// A turn is open until its terminal event, whatever came after
+		// it (a status between turns).
+		s.open = s.turn > 0
+		for i := n - 1; i >= 0 && events[i].Turn == s.turn; i-- {
+			if events[i].Terminal {
+				s.open = false
+				break
+			}
+		}
 		s.base = events[0].Seq - 1
 	}
 }

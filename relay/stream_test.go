@@ -108,3 +108,29 @@ func TestStreamGoneBeforeBase(t *testing.T) {
 		t.Fatalf("subscribe at base: %v %d", err, len(sub.Replay))
 	}
 }
+
+func TestStreamRestoreTurnOpenOnlyWithoutItsTerminal(t *testing.T) {
+	st := func(seq int64, turn int, typ string, terminal bool) *Event {
+		return newEvent(seq, turn, typ, []byte(`{"type":"`+typ+`"}`), terminal)
+	}
+	cases := []struct {
+		name   string
+		events []*Event
+		open   bool
+	}{
+		{"ended", []*Event{st(1, 1, "turn_start", false), st(2, 1, "done", true)}, false},
+		{"a status after the end", []*Event{st(1, 1, "turn_start", false), st(2, 1, "done", true), st(3, 1, "status", false)}, false},
+		{"cut off", []*Event{st(1, 1, "turn_start", false), st(2, 1, "text", false)}, true},
+		{"cut off after an ended turn", []*Event{st(1, 1, "turn_start", false), st(2, 1, "done", true), st(3, 2, "turn_start", false)}, true},
+		{"no turn yet", []*Event{st(1, 0, "status", false)}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStream(nil)
+			s.restore(tc.events)
+			if got := s.TurnOpen(); got != tc.open {
+				t.Fatalf("TurnOpen = %v, want %v", got, tc.open)
+			}
+		})
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -57,38 +56,17 @@ type launcher struct {
 	// waits for the person's permission.
 	autoPublish map[string]bool
 	log         zerolog.Logger
-
-	// commits are the end-of-turn git commits in flight; serve waits for
-	// them before it exits.
-	commits sync.WaitGroup
 }
 
-// commitTurn commits what the turn changed in the person's vault; a git
-// failure is reported to the session's clients, never fails the turn.
-func (l *launcher) commitTurn(s *supervisor.Session) {
-	l.commits.Add(1)
-	go func() {
-		defer l.commits.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := l.hooks.CommitTurn(ctx, s.Person(), s.ID()); err != nil {
-			l.log.Warn().Err(err).Str("session", s.ID()).Msg("end-of-turn commit failed")
-			s.Notice("Your notes are saved, but committing them to git failed: " + err.Error())
-		}
-	}()
-}
-
-// turnEnds passes events on and commits the vault after every turn.
-type turnEnds struct {
-	next  supervisor.Sink
-	onEnd func()
-}
-
-func (t turnEnds) Publish(ev supervisor.Event) {
-	t.next.Publish(ev)
-	if ev.Kind == supervisor.EventTurnEnd {
-		t.onEnd()
+// endTurn commits what the turn changed in the person's vault before the
+// turn's end is published; a git failure becomes a status of that turn,
+// never fails it.
+func (l *launcher) endTurn(ctx context.Context, person, sessionID string) string {
+	if err := l.hooks.CommitTurn(ctx, person, sessionID); err != nil {
+		l.log.Warn().Err(err).Str("session", sessionID).Msg("end-of-turn commit failed")
+		return "Your notes are saved, but committing them to git failed: " + err.Error()
 	}
+	return ""
 }
 
 func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
@@ -108,8 +86,7 @@ func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
 			allowed = append(allowed, t)
 		}
 	}
-	var sess *supervisor.Session
-	sess = supervisor.NewSession(supervisor.SessionConfig{
+	return supervisor.NewSession(supervisor.SessionConfig{
 		ID:           p.ID,
 		Person:       p.Person,
 		Dir:          dir,
@@ -141,12 +118,11 @@ func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
 				},
 			}
 		},
-		Sink:         turnEnds{next: p.Sink, onEnd: func() { l.commitTurn(sess) }},
+		Sink:         p.Sink,
 		StallTimeout: l.stallTimeout,
 		Pool:         l.pool,
 		Logger:       l.log,
 	})
-	return sess
 }
 
 // claudeVersion runs `claude --version` (for /readyz and the start-up log).
@@ -246,11 +222,10 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		return err
 	}
 	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: l, Store: store, TTL: cfg.SessionTTL,
-		LiveProcesses: l.pool.Live, Logger: log})
+		LiveProcesses: l.pool.Live, TurnEnd: l.endTurn, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer l.commits.Wait()
 	defer sessions.Close()
 
 	// Old sessions expire while the server runs, not only at start.

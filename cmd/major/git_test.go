@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func gitIn(tb testing.TB, dir string, args ...string) string {
+	tb.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// compatLines decodes a chat-stream answer into its events, pings left out.
+func compatLines(tb testing.TB, body string) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			tb.Fatalf("line %q: %v", line, err)
+		}
+		if m["type"] != "ping" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestTurnEndGitFailureIsReportedInTheTurn(t *testing.T) {
+	s := start(t)
+	// The vault tracks a remote that does not exist: every push fails.
+	gitIn(t, s.env.VaultRoot, "remote", "add", "origin", filepath.Join(t.TempDir(), "gone.git"))
+	gitIn(t, s.env.VaultRoot, "config", "branch.main.remote", "origin")
+	gitIn(t, s.env.VaultRoot, "config", "branch.main.merge", "refs/heads/main")
+
+	msg := `{"message":"[[tool Write {\"file_path\":\"note.md\",\"content\":\"kept\\n\"}]]"}`
+	evs := compatLines(t, readAll(t, s.req(t, "POST", "/api/claude/chat-stream", msg)))
+	last := evs[len(evs)-1]
+	if last["type"] != "done" {
+		t.Fatalf("turn ended with %v", last)
+	}
+	status := evs[len(evs)-2]
+	if status["type"] != "status" || !strings.Contains(status["message"].(string), "committing them to git failed") {
+		t.Fatalf("event before done: %v\nall: %v", status, evs)
+	}
+	if got := gitIn(t, s.env.VaultRoot, "log", "--format=%s", "--", "sebastian/note.md"); !strings.HasPrefix(got, "Session ") {
+		t.Fatalf("the note was not committed locally: %q", got)
+	}
+	id := last["session_id"].(string)
+	s.stop(t)
+
+	// After a restart the finished turn stays finished: no "server
+	// restarted" error is added to it.
+	s2 := restart(t, s)
+	resp := s2.req(t, "GET", "/api/claude/sessions/"+id+"/events?types=turn_start,status,done,error", "")
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var types []string
+	for sc.Scan() {
+		var e struct{ Type, Message string }
+		_ = json.Unmarshal(sc.Bytes(), &e)
+		if e.Type == "ping" {
+			break // replay done: the stream went quiet
+		}
+		if e.Type == "error" {
+			t.Fatalf("restart added an error to a finished turn: %s", e.Message)
+		}
+		types = append(types, e.Type)
+	}
+	if got := strings.Join(types, ","); got != "turn_start,status,status,status,done" {
+		t.Fatalf("events after restart: %s", got)
+	}
+}
