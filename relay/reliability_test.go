@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -381,5 +382,44 @@ func TestShutdownRefusesNewTurns(t *testing.T) {
 	status, _ := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "hi"}))
 	if status != http.StatusServiceUnavailable {
 		t.Fatalf("chat-stream during shutdown: %d", status)
+	}
+}
+
+func TestTurnEndHookRunsBeforeTheTurnsEnd(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var calls atomic.Int32
+	h := newHarness(t, harnessOpts{turnEnd: func(ctx context.Context, person, id string) string {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		return "synced for " + person
+	}})
+	id := h.newSession(t)
+	a, closeA := h.attach(t, id, "types=turn_start,text,status,done,error")
+	defer closeA()
+	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say one]]"})
+	until(t, a, "text")
+	// The CLI's turn is over while the hook still runs: a second message
+	// starts, and its events wait behind the first turn's end.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say two]]"})
+		if code == http.StatusAccepted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second message: %d", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(release)
+	var got []string
+	for _, ev := range append(until(t, a, "done"), until(t, a, "done")...) {
+		got = append(got, str(ev, "type")+":"+str(ev, "delta")+str(ev, "message"))
+	}
+	want := "status:synced for sebastian,done:,turn_start:[[say two]],text:two,status:synced for sebastian,done:"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("events:\n got %s\nwant %s", strings.Join(got, ","), want)
 	}
 }

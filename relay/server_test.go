@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -41,6 +42,7 @@ type harnessOpts struct {
 	pool     *supervisor.Pool
 	stall    time.Duration
 	subBuf   int
+	turnEnd  func(ctx context.Context, person, sessionID string) string
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
@@ -84,7 +86,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 			tb.Fatal(err)
 		}
 	}
-	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: launch, Store: store, Logger: log})
+	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: launch, Store: store, TurnEnd: o.turnEnd, Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}
