@@ -59,7 +59,9 @@ func httpClient(tb testing.TB, url, bearer string) *client.Client {
 
 func TestHTTPHandler(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, nil)
+	// Over HTTP nobody is asked, so only persons who publish
+	// automatically may publish there.
+	w := newWorld(t, func(c *mcpserver.Config) { c.AutoPublish = map[string]bool{"sebastian": true} })
 	url := relayStandIn(t, w.srv.HTTPHandler())
 	tests := []struct {
 		name    string
@@ -69,7 +71,7 @@ func TestHTTPHandler(t *testing.T) {
 		want    string
 	}{
 		{name: "sebastian", bearer: "relay-token-seb", person: "sebastian", want: "Posted to LinkedIn: urn:li:share:"},
-		{name: "petra", bearer: "relay-token-petra", person: "petra", want: "Posted to LinkedIn: urn:li:share:"},
+		{name: "petra needs approval", bearer: "relay-token-petra", person: "petra", wantErr: true, want: "Error: publishing to LinkedIn from the HTTP MCP endpoint (/mcp) needs approval"},
 		{name: "no person in context", wantErr: true, want: "Error: no person is attached to this call"},
 		{name: "unknown bearer", bearer: "stolen", wantErr: true, want: "Error: no person is attached to this call"},
 	}
@@ -95,7 +97,7 @@ func TestHTTPHandler(t *testing.T) {
 			reqs := w.api.Requests()[before:]
 			if tt.wantErr {
 				if len(reqs) != 0 {
-					t.Fatalf("LinkedIn called without a person: %+v", reqs)
+					t.Fatalf("LinkedIn called: %+v", reqs)
 				}
 				return
 			}

@@ -89,6 +89,11 @@ type Config struct {
 	// VaultRoot/ActivityLogPath(person), outside every person's folder.
 	// Empty disables the log.
 	VaultRoot string
+	// AutoPublish are the persons whose posts, comments and replies may run
+	// without the person approving each one. Over HTTP (HTTPHandler) nobody
+	// is there to approve, so the publishing tools run there only for
+	// these persons; reading works for everyone.
+	AutoPublish map[string]bool
 	// Committer commits the activity log; nil leaves the file uncommitted.
 	Committer Committer
 	// LogTimeout bounds writing and committing one log entry; default 60s.
@@ -107,6 +112,7 @@ type Config struct {
 type Server struct {
 	li       LinkedIn
 	accounts linkedin.Accounts
+	auto     map[string]bool
 	log      zerolog.Logger
 	activity *activityLog
 	mcp      *server.MCPServer
@@ -130,9 +136,14 @@ func New(cfg Config) *Server {
 	for p, a := range cfg.Accounts {
 		accts[p] = a
 	}
+	auto := make(map[string]bool, len(cfg.AutoPublish))
+	for p, ok := range cfg.AutoPublish {
+		auto[p] = ok
+	}
 	s := &Server{
 		li:       cfg.LinkedIn,
 		accounts: accts,
+		auto:     auto,
 		log:      cfg.Logger.With().Str("component", "mcpserver").Logger(),
 	}
 	s.activity = newActivityLog(cfg.VaultRoot, cfg.Committer, cfg.Now, cfg.LogTimeout)
@@ -185,14 +196,25 @@ func (s *Server) HandleMessage(ctx context.Context, person string, msg json.RawM
 // HTTPHandler serves the tools over MCP streamable HTTP. Mount it behind
 // authentication that puts the person into the request context with
 // WithPerson; a request without a person can list the tools but every call
-// fails.
+// fails. The publishing tools run here only for the persons in
+// Config.AutoPublish: an HTTP client has no way to ask the person.
 func (s *Server) HTTPHandler() http.Handler { return s.http }
 
 func personFromRequest(ctx context.Context, r *http.Request) context.Context {
+	ctx = context.WithValue(ctx, overHTTPKey{}, true)
 	if p, ok := PersonFrom(r.Context()); ok {
 		return WithPerson(ctx, p)
 	}
 	return ctx
+}
+
+// overHTTPKey marks a tool call that came through HTTPHandler rather than
+// a chat session, where the person approves what is published.
+type overHTTPKey struct{}
+
+func overHTTP(ctx context.Context) bool {
+	v, _ := ctx.Value(overHTTPKey{}).(bool)
+	return v
 }
 
 type personKey struct{}

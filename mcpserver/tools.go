@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -179,11 +180,25 @@ func (s *Server) logged(ctx context.Context, person, done string, e entry) strin
 	return done
 }
 
+// mayPublish refuses a publishing call over HTTP for a person whose
+// publishing needs approval: in a chat session the person is asked before
+// the tool runs, but an HTTP client holding a token could otherwise
+// publish with nobody asked.
+func (s *Server) mayPublish(ctx context.Context, tool, person string) error {
+	if !overHTTP(ctx) || !slices.Contains(PublishingTools(), tool) || s.auto[person] {
+		return nil
+	}
+	return failf("publishing to LinkedIn from the HTTP MCP endpoint (/mcp) needs approval: %s's posts, comments and replies are published only from a chat session, where %s approves each one (or, without asking, for persons an administrator has set to publish automatically). Reading comments works here.", person, person)
+}
+
 // do runs one tool call for the person in ctx: act gets that person's
 // account and returns the result text; do turns the outcome into the tool
 // result (a caller's mistake or LinkedIn's refusal as isError).
 func (s *Server) do(ctx context.Context, tool string, act func(person string, acct linkedin.Account) (string, error)) (*mcp.CallToolResult, error) {
 	person, acct, err := s.account(ctx)
+	if err == nil {
+		err = s.mayPublish(ctx, tool, person)
+	}
 	var text string
 	if err == nil {
 		text, err = act(person, acct)

@@ -182,19 +182,20 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if len(accounts) == 0 {
 		log.Warn().Msg("LinkedIn is not configured (--linkedin-config): the LinkedIn tools will say so to the model")
 	}
-	mcp := mcpserver.New(mcpserver.Config{
-		LinkedIn:  linkedin.New(linkedin.Config{BaseURL: cfg.LinkedInAPI, Logger: log}),
-		Accounts:  accounts,
-		VaultRoot: vaultRoot,
-		Committer: git,
-		Logger:    log,
-	})
 	auto := map[string]bool{}
 	for _, p := range strings.Split(cfg.AutoPublish, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			auto[p] = true
 		}
 	}
+	mcp := mcpserver.New(mcpserver.Config{
+		LinkedIn:    linkedin.New(linkedin.Config{BaseURL: cfg.LinkedInAPI, Logger: log}),
+		Accounts:    accounts,
+		AutoPublish: auto,
+		VaultRoot:   vaultRoot,
+		Committer:   git,
+		Logger:      log,
+	})
 	for p := range accounts {
 		if err := checkPersons([]string{p}); err != nil {
 			return fmt.Errorf("--linkedin-config: %w", err)
