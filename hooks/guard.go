@@ -10,29 +10,11 @@ import (
 	"strings"
 )
 
-// writeTools change the files named in their input.
-var writeTools = map[string]bool{"Write": true, "Edit": true, "MultiEdit": true, "NotebookEdit": true}
-
 // pathKeys are tool input fields that hold one file or folder path, for the
 // built-in tools and for any other tool that uses the same names.
 var pathKeys = map[string]bool{
 	"file_path": true, "path": true, "notebook_path": true,
 	"directory": true, "dir": true, "cwd": true, "folder": true,
-}
-
-// protectedNames configure the CLI or the repository when they sit inside
-// the vault, so the model may read them but never write them:
-//   - .claude/ holds settings (hooks, permissions, env), skills, agents and
-//     commands, and .mcp.json declares MCP servers that run programs;
-//     IsolationArgs keeps the CLI from loading them, and this keeps a
-//     session from planting them for a run without those flags (a person's
-//     own Claude Code on a synced copy of the vault, say).
-//   - CLAUDE.md and CLAUDE.local.md become standing instructions the same
-//     way.
-//   - .git would turn a folder into a nested repository and its hooks run
-//     code on git commands.
-var protectedNames = map[string]bool{
-	".claude": true, ".mcp.json": true, "CLAUDE.md": true, "CLAUDE.local.md": true, ".git": true,
 }
 
 // Guard decides whether a tool call stays inside one person's vault.
@@ -80,13 +62,53 @@ func (g Guard) Check(person, cwd, tool string, input json.RawMessage) string {
 		if reason != "" {
 			return reason
 		}
-		if writeTools[tool] {
-			if name := protectedIn(vault, resolved); name != "" {
-				return fmt.Sprintf("Access denied: %s in the vault configures the assistant and cannot be written.", name)
+		if readOnlyTools[tool] {
+			continue
+		}
+		// Both the path as written and where it really lands: a link may
+		// hide a protected name, and a name may only be protected as
+		// written (a link called .GIT pointing to an ordinary folder is
+		// still .git on a case-insensitive checkout).
+		for _, rel := range []string{g.written(person, vault, cwd, p), relTo(vault, resolved)} {
+			if el, name := protectedPath(rel); name != "" {
+				return protectedReason(el, name)
 			}
 		}
 	}
 	return ""
+}
+
+func protectedReason(el, name string) string {
+	if el == name {
+		return fmt.Sprintf("Access denied: %s in the vault configures the assistant or git and cannot be written.", name)
+	}
+	return fmt.Sprintf("Access denied: %q in the vault is read as %s on some file systems, which configures the assistant or git; it cannot be written.", el, name)
+}
+
+// written is p as the tool input wrote it, relative to the vault when it
+// is spelled as a path inside it, else p itself.
+func (g Guard) written(person, vault, cwd, p string) string {
+	if !filepath.IsAbs(p) {
+		if c := filepath.Clean(cwd); c != vault && inside(vault, c) {
+			return relTo(vault, c) + "/" + p
+		}
+		return p
+	}
+	for _, dir := range []string{vault, filepath.Join(g.VaultRoot, person)} {
+		if c := filepath.Clean(p); inside(dir, c) {
+			return relTo(dir, c)
+		}
+	}
+	return p
+}
+
+// relTo is p relative to dir (both clean and absolute, p inside dir).
+func relTo(dir, p string) string {
+	rel, err := filepath.Rel(dir, p)
+	if err != nil {
+		return p
+	}
+	return rel
 }
 
 // vault is the person's folder with symlinks resolved.
@@ -191,20 +213,6 @@ func realPath(p string) (string, error) {
 func inside(dir, p string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
-}
-
-// protectedIn names the protected element of p (inside vault), if any.
-func protectedIn(vault, p string) string {
-	rel, err := filepath.Rel(vault, p)
-	if err != nil {
-		return p
-	}
-	for _, el := range strings.Split(rel, string(filepath.Separator)) {
-		if protectedNames[el] {
-			return el
-		}
-	}
-	return ""
 }
 
 // checkGlob refuses a file pattern that reaches outside the vault: an

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/majorhq/major/hooks"
@@ -20,11 +21,16 @@ func guardWorld(tb testing.TB) (string, string) {
 	writeFile(tb, filepath.Join(v, "sub", "a.md"), "a\n")
 	writeFile(tb, filepath.Join(root, "petra", "secret.md"), "petra's secret\n")
 	writeFile(tb, filepath.Join(outside, "x.md"), "outside\n")
+	writeFile(tb, filepath.Join(root, ".git", "config"), "[core]\n")
 	for link, target := range map[string]string{
 		"outdir":   outside,
 		"leak.md":  filepath.Join(root, "petra", "secret.md"),
 		"dangling": filepath.Join(outside, "not-yet", "new.md"),
 		"inner":    filepath.Join(v, "sub"),
+		// A harmless-looking name for the repository's own folder, and a
+		// protected-looking name for an ordinary folder.
+		"vcs":  filepath.Join(root, ".git"),
+		".GIT": filepath.Join(v, "sub"),
 	} {
 		if err := os.Symlink(target, filepath.Join(v, link)); err != nil {
 			tb.Fatal(err)
@@ -61,6 +67,24 @@ func TestGuardCheck(t *testing.T) {
 		{"write mcp config", "", "Write", map[string]any{"file_path": ".mcp.json"}, false},
 		{"multiedit CLAUDE.md", "", "MultiEdit", map[string]any{"file_path": "CLAUDE.md"}, false},
 		{"notebook in .git", "", "NotebookEdit", map[string]any{"notebook_path": "sub/.git/x.ipynb"}, false},
+		{"write claude.md", "", "Write", map[string]any{"file_path": "claude.md"}, false},
+		{"write CLAUDE.md with a stream", "", "Write", map[string]any{"file_path": "CLAUDE.md::$DATA"}, false},
+		{"edit short name of .git", "", "Edit", map[string]any{"file_path": "GIT~1/config"}, false},
+		{"multiedit .MCP.json", "", "MultiEdit", map[string]any{"file_path": ".MCP.json", "edits": []any{}}, false},
+		{"write backslashed settings", "", "Write", map[string]any{"file_path": `sub\.Claude\settings.json`}, false},
+		{"write absolute .gitignore", "", "Write", map[string]any{"file_path": filepath.Join(v, "sub", ".gitignore")}, false},
+		{"write .gitattributes", "", "Write", map[string]any{"file_path": ".gitattributes"}, false},
+		{"write .gitmodules", "", "Write", map[string]any{"file_path": "sub/.GITMODULES"}, false},
+		{"write through a link to .git", "", "Write", map[string]any{"file_path": "vcs/config"}, false},
+		{"write through a link named .GIT", "", "Write", map[string]any{"file_path": ".GIT/a.md"}, false},
+		{"write from a cwd below", "sebastian/sub", "Write", map[string]any{"file_path": "a.md"}, true},
+		{"unknown tool writing settings", "", "mcp__x__save", map[string]any{"path": ".claude/settings.json"}, false},
+		{"unknown tool writing CLAUDE.md", "", "mcp__x__save", map[string]any{"file_path": "Claude.md"}, false},
+		{"unknown tool with a list", "", "mcp__x__zip", map[string]any{"paths": []any{"notes.md", ".gitignore"}}, false},
+		{"read claude.md", "", "Read", map[string]any{"file_path": "Claude.md"}, true},
+		{"read through a link named .GIT", "", "Read", map[string]any{"file_path": ".GIT/a.md"}, true},
+		{"write an ordinary short-looking name", "", "Write", map[string]any{"file_path": "NOTES~1.MD"}, true},
+		{"write a note named like the assistant", "", "Write", map[string]any{"file_path": "claude-notes.md"}, true},
 		{"ls root", "", "LS", map[string]any{"path": "/"}, false},
 		{"glob inside", "", "Glob", map[string]any{"pattern": "**/*.md"}, true},
 		{"glob dotdot inside", "", "Glob", map[string]any{"pattern": "sub/../*.md"}, true},
@@ -87,7 +111,8 @@ func TestGuardCheck(t *testing.T) {
 				person = ""
 			case "":
 			default:
-				person, cwd = tc.person, filepath.Join(root, tc.person)
+				person, _, _ = strings.Cut(tc.person, "/")
+				cwd = filepath.Join(root, tc.person)
 			}
 			in, _ := json.Marshal(tc.input)
 			reason := g.Check(person, cwd, tc.tool, in)
