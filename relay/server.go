@@ -140,7 +140,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, msg = http.StatusConflict, "that request was already answered"
 	case errors.Is(err, ErrGone):
 		status, msg = http.StatusGone, "events before that seq are no longer kept; attach with after=0"
-	case errors.Is(err, ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, supervisor.ErrPersonBusy):
 		status, msg = http.StatusServiceUnavailable, err.Error()
 		c.Header("Retry-After", "5")
 	default:

@@ -19,11 +19,21 @@ import (
 // ErrNoSlot is returned by Send when no CLI process slot freed up in time.
 var ErrNoSlot = errors.New("all claude process slots are busy")
 
+// ErrPersonBusy is returned by Send when the person already has as many
+// CLI processes as one person may have, each running a turn, and none of
+// them ended in time.
+var ErrPersonBusy = errors.New("your other chats are busy and use every assistant process one person may run at once; wait for one to finish or stop it, then try again")
+
 // PoolConfig bounds the CLI processes of all sessions.
 type PoolConfig struct {
 	// Max is the most processes alive at once; 0 means no limit. Each
 	// claude process costs about 200 MB.
 	Max int
+	// MaxPerPerson is the most processes one person's sessions may hold at
+	// once; 0 means no limit. Below Max it keeps room for the others: a
+	// person holding their whole share waits for one of their own turns to
+	// end, never for another person's.
+	MaxPerPerson int
 	// IdleTimeout stops a process whose session has been idle this long;
 	// 0 never does. The next turn resumes transparently.
 	IdleTimeout time.Duration
@@ -38,15 +48,17 @@ type PoolConfig struct {
 
 // Pool shares a bounded number of CLI process slots among sessions. When
 // it is full, a turn that needs a process stops the least recently used
-// idle session's process; if none is idle, it waits up to SlotWait.
+// idle session's process; if none is idle, it waits up to SlotWait. A
+// person at MaxPerPerson stops one of their own idle processes, or waits
+// for one of their own turns to end.
 type Pool struct {
 	cfg PoolConfig
 	log zerolog.Logger
 
 	mu       sync.Mutex
 	live     map[*Process]*Session
-	reserved int
-	changed  chan struct{} // closed and replaced whenever a slot frees
+	reserved map[string]int // person → slots reserved for processes starting
+	changed  chan struct{}  // closed and replaced whenever a slot frees or a process goes idle
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
@@ -58,7 +70,7 @@ func NewPool(cfg PoolConfig) *Pool {
 	if cfg.SlotWait <= 0 {
 		cfg.SlotWait = 30 * time.Second
 	}
-	p := &Pool{cfg: cfg, log: cfg.Logger, live: map[*Process]*Session{},
+	p := &Pool{cfg: cfg, log: cfg.Logger, live: map[*Process]*Session{}, reserved: map[string]int{},
 		changed: make(chan struct{}), stop: make(chan struct{})}
 	if cfg.PIDDir != "" {
 		if err := os.MkdirAll(cfg.PIDDir, 0o700); err != nil {
@@ -77,21 +89,50 @@ func NewPool(cfg PoolConfig) *Pool {
 func (p *Pool) Live() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.live) + p.reserved
+	return p.totalLocked()
+}
+
+func (p *Pool) totalLocked() int {
+	n := len(p.live)
+	for _, r := range p.reserved {
+		n += r
+	}
+	return n
+}
+
+// heldLocked is the number of processes (live or starting) of person's
+// sessions.
+func (p *Pool) heldLocked(person string) int {
+	n := p.reserved[person]
+	for _, s := range p.live {
+		if s.Person() == person {
+			n++
+		}
+	}
+	return n
 }
 
 // acquire reserves a slot for a process about to start.
 func (p *Pool) acquire(ctx context.Context, self *Session) error {
+	person := self.Person()
 	timer := time.NewTimer(p.cfg.SlotWait)
 	defer timer.Stop()
 	for {
 		p.mu.Lock()
-		if p.cfg.Max <= 0 || len(p.live)+p.reserved < p.cfg.Max {
-			p.reserved++
+		full := p.cfg.Max > 0 && p.totalLocked() >= p.cfg.Max
+		capped := p.cfg.MaxPerPerson > 0 && p.heldLocked(person) >= p.cfg.MaxPerPerson
+		if !full && !capped {
+			p.reserved[person]++
 			p.mu.Unlock()
 			return nil
 		}
-		victims := p.idleLocked(self)
+		// At their own cap a person gives up one of their own idle
+		// processes; otherwise anyone's least recently used idle one goes.
+		owner := ""
+		if capped {
+			owner = person
+		}
+		victims := p.idleLocked(self, owner)
 		changed := p.changed
 		p.mu.Unlock()
 
@@ -109,6 +150,9 @@ func (p *Pool) acquire(ctx context.Context, self *Session) error {
 		select {
 		case <-changed:
 		case <-timer.C:
+			if capped {
+				return fmt.Errorf("%w (waited %s; at most %d per person)", ErrPersonBusy, p.cfg.SlotWait, p.cfg.MaxPerPerson)
+			}
 			return fmt.Errorf("%w (waited %s for one of %d)", ErrNoSlot, p.cfg.SlotWait, p.cfg.Max)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -118,12 +162,12 @@ func (p *Pool) acquire(ctx context.Context, self *Session) error {
 	}
 }
 
-// idleLocked lists sessions with a live, idle process, least recently
-// used first.
-func (p *Pool) idleLocked(except *Session) []*Session {
+// idleLocked lists sessions with a live, idle process (of owner's, unless
+// owner is ""), least recently used first.
+func (p *Pool) idleLocked(except *Session, owner string) []*Session {
 	var out []*Session
 	for _, s := range p.live {
-		if s != except && s.State() == StateIdle {
+		if s != except && (owner == "" || s.Person() == owner) && s.State() == StateIdle {
 			out = append(out, s)
 		}
 	}
@@ -131,18 +175,24 @@ func (p *Pool) idleLocked(except *Session) []*Session {
 	return out
 }
 
-// unreserve gives back a reservation whose process never started.
-func (p *Pool) unreserve() {
+// unreserve gives back a reservation of s whose process never started.
+func (p *Pool) unreserve(s *Session) {
 	p.mu.Lock()
-	p.reserved--
+	p.release(s.Person())
 	p.signalLocked()
 	p.mu.Unlock()
+}
+
+func (p *Pool) release(person string) {
+	if p.reserved[person]--; p.reserved[person] <= 0 {
+		delete(p.reserved, person)
+	}
 }
 
 // started turns a reservation into a live process.
 func (p *Pool) started(proc *Process, s *Session) {
 	p.mu.Lock()
-	p.reserved--
+	p.release(s.Person())
 	p.live[proc] = s
 	p.mu.Unlock()
 	if p.cfg.PIDDir != "" {
@@ -159,6 +209,14 @@ func (p *Pool) exited(proc *Process) {
 	if p.cfg.PIDDir != "" {
 		_ = os.Remove(filepath.Join(p.cfg.PIDDir, strconv.Itoa(proc.Pid())))
 	}
+}
+
+// idle wakes the turns waiting for a slot when a session's turn has ended:
+// its process may now be stopped for them.
+func (p *Pool) idle() {
+	p.mu.Lock()
+	p.signalLocked()
+	p.mu.Unlock()
 }
 
 func (p *Pool) signalLocked() {

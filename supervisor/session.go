@@ -228,7 +228,7 @@ func (s *Session) ensureProcess(ctx context.Context, reserved bool) (*Process, e
 		p := s.proc
 		s.mu.Unlock()
 		if reserved {
-			s.cfg.Pool.unreserve()
+			s.cfg.Pool.unreserve(s)
 		}
 		return p, nil
 	}
@@ -295,7 +295,7 @@ func (s *Session) spawn(ctx context.Context, resume string) (*Process, error) {
 	})
 	if err != nil {
 		if s.cfg.Pool != nil {
-			s.cfg.Pool.unreserve()
+			s.cfg.Pool.unreserve(s)
 		}
 		return nil, err
 	}
@@ -406,6 +406,9 @@ func (s *Session) endTurn(turn int, result *Message, err error, interrupted bool
 		s.log.Warn().Err(err).Msg("turn ended with an error")
 	}
 	s.publish(Event{Kind: EventTurnEnd, Msg: result, Err: err, Interrupted: interrupted})
+	if s.cfg.Pool != nil {
+		s.cfg.Pool.idle()
+	}
 }
 
 func stopTimer(t **time.Timer) {

@@ -51,10 +51,13 @@ type config struct {
 	StallTimeout   time.Duration
 	ShutdownGrace  time.Duration
 	MaxProcesses   int
-	IdleTimeout    time.Duration
-	SlotWait       time.Duration
-	SessionTTL     time.Duration
-	WebDir         string
+	// MaxPerPerson bounds one person's processes; 0 until parseFlags
+	// applies the default, half of MaxProcesses rounded up.
+	MaxPerPerson int
+	IdleTimeout  time.Duration
+	SlotWait     time.Duration
+	SessionTTL   time.Duration
+	WebDir       string
 }
 
 // env returns the variable's value or def.
@@ -100,6 +103,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.StallTimeout, "stall-timeout", envDuration(getenv, "MAJOR_STALL_TIMEOUT", 10*time.Minute), "kill a claude that writes nothing this long during a turn (MAJOR_STALL_TIMEOUT)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", envDuration(getenv, "MAJOR_SHUTDOWN_GRACE", 10*time.Second), "how long shutdown waits for turns to end (MAJOR_SHUTDOWN_GRACE)")
 	fs.IntVar(&c.MaxProcesses, "max-processes", envInt(getenv, "MAJOR_MAX_PROCESSES", 8), "most claude processes alive at once, about 200 MB each (MAJOR_MAX_PROCESSES; 0: no limit)")
+	fs.IntVar(&c.MaxPerPerson, "max-processes-per-person", envInt(getenv, "MAJOR_MAX_PROCESSES_PER_PERSON", 0), "most claude processes one person's chats hold at once, so others always get one (MAJOR_MAX_PROCESSES_PER_PERSON; default: half of --max-processes, rounded up)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", envDuration(getenv, "MAJOR_IDLE_TIMEOUT", 15*time.Minute), "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
 	fs.DurationVar(&c.SlotWait, "slot-wait", envDuration(getenv, "MAJOR_SLOT_WAIT", 30*time.Second), "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", envDuration(getenv, "MAJOR_SESSION_TTL", 30*24*time.Hour), "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
@@ -118,6 +122,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if c.StateDir == "" {
 		c.StateDir = defaultStateDir(getenv)
+	}
+	switch {
+	case c.MaxProcesses < 0:
+		return c, errors.New("--max-processes (MAJOR_MAX_PROCESSES) must be 0 (no limit) or more")
+	case c.MaxPerPerson < 0:
+		return c, errors.New("--max-processes-per-person (MAJOR_MAX_PROCESSES_PER_PERSON) must be at least 1")
+	case c.MaxPerPerson == 0 && c.MaxProcesses > 0:
+		c.MaxPerPerson = (c.MaxProcesses + 1) / 2
 	}
 	return c, nil
 }

@@ -452,3 +452,35 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestProcessesPerPerson(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+		want int
+	}{
+		{"default leaves room for the others", nil, "", 4},
+		{"odd maximum rounds up", []string{"--max-processes", "3"}, "", 2},
+		{"one slot", []string{"--max-processes", "1"}, "", 1},
+		{"no limit", []string{"--max-processes", "0"}, "", 0},
+		{"flag", []string{"--max-processes-per-person", "3"}, "", 3},
+		{"env", nil, "5", 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", "MAJOR_MAX_PROCESSES_PER_PERSON": tc.env}
+			c, err := parseFlags(tc.args, func(k string) string { return env[k] }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.MaxPerPerson != tc.want {
+				t.Fatalf("per person %d, want %d", c.MaxPerPerson, tc.want)
+			}
+		})
+	}
+	for _, args := range [][]string{{"--max-processes-per-person", "-1"}, {"--max-processes", "-2"}} {
+		if _, err := parseFlags(append([]string{"--vault-root", "/v", "--auth-file", "/a"}, args...), func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

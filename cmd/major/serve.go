@@ -215,7 +215,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if n := supervisor.CleanOrphans(pidDir, log); n > 0 {
 		log.Warn().Int("killed", n).Msg("cleaned up claude processes of a previous server")
 	}
-	l.pool = supervisor.NewPool(supervisor.PoolConfig{Max: cfg.MaxProcesses, IdleTimeout: cfg.IdleTimeout,
+	l.pool = supervisor.NewPool(supervisor.PoolConfig{Max: cfg.MaxProcesses, MaxPerPerson: cfg.MaxPerPerson, IdleTimeout: cfg.IdleTimeout,
 		SlotWait: cfg.SlotWait, PIDDir: pidDir, Logger: log})
 	defer l.pool.Close()
 	store, err := relay.NewStore(cfg.StateDir, log)
