@@ -2,8 +2,8 @@ package relay
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
+	"time"
 
 	"github.com/majorhq/major/supervisor"
 )
@@ -11,8 +11,11 @@ import (
 // typed is an event body that knows its type.
 type typed interface{ eventType() string }
 
-// The compat events, exactly as shared/seeds/004 lists them: strict client
-// decoders reject unknown keys, so each struct has only those.
+// The events of shared/seeds/004. On the compat stream each has exactly
+// the seed's keys (strict client decoders reject unknown ones): compatBody
+// cuts them down to those. On the events stream they carry more: a tool
+// call's id, a retry's or failure's kind, HTTP status and retry-after, a
+// turn's outcome, cost and duration.
 type (
 	textEvent struct {
 		Type  string `json:"type"`
@@ -21,21 +24,92 @@ type (
 	statusEvent struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
+		// Set on the CLI's retries of a failed API call.
+		Kind       string `json:"kind,omitempty"`
+		Status     int    `json:"status,omitempty"`
+		RetryAfter int    `json:"retry_after,omitempty"`
+		Attempt    int    `json:"attempt,omitempty"`
+		MaxRetries int    `json:"max_retries,omitempty"`
 	}
 	toolEvent struct {
 		Type  string          `json:"type"`
 		Name  string          `json:"name"`
 		Input json.RawMessage `json:"input"`
+		ID    string          `json:"id,omitempty"`
 	}
 	doneEvent struct {
 		Type      string `json:"type"`
 		SessionID string `json:"session_id"`
+		turnSummary
 	}
 	errorEvent struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
+		// Kind names what failed (see failure.go); Status is the API's
+		// HTTP status and RetryAfter the seconds to wait, when known.
+		Kind       string `json:"kind,omitempty"`
+		Status     int    `json:"status,omitempty"`
+		RetryAfter int    `json:"retry_after,omitempty"`
+		turnSummary
 	}
 )
+
+// turnSummary is how a turn ended, on its done or error event.
+type turnSummary struct {
+	// Outcome is success, interrupted or error.
+	Outcome    string   `json:"outcome,omitempty"`
+	CostUSD    *float64 `json:"cost_usd,omitempty"`
+	DurationMS int64    `json:"duration_ms,omitempty"`
+}
+
+// The seed's key sets, for compatBody.
+type (
+	compatStatus struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	compatTool struct {
+		Type  string          `json:"type"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	compatDone struct {
+		Type      string `json:"type"`
+		SessionID string `json:"session_id"`
+	}
+	compatError struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+)
+
+// compatBody is the compat line of an event: body with only the seed's
+// keys, or nil for a type the compat clients do not know.
+func compatBody(typ string, body []byte) []byte {
+	var v any
+	switch typ {
+	case "text":
+		return body
+	case "status":
+		v = &compatStatus{}
+	case "tool":
+		v = &compatTool{}
+	case "done":
+		v = &compatDone{}
+	case "error":
+		v = &compatError{}
+	default:
+		return nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return nil
+	}
+	b, err := encodeJSON(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
 
 // The richer events of the per-session stream.
 type (
@@ -49,24 +123,73 @@ type (
 		Type    string `json:"type"`
 		Message string `json:"message"`
 	}
+	// toolResultEvent is what a tool call (the tool event with the same
+	// id) returned, as text.
+	toolResultEvent struct {
+		Type      string `json:"type"`
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		Content   string `json:"content"`
+		IsError   bool   `json:"is_error,omitempty"`
+		Truncated bool   `json:"truncated,omitempty"`
+	}
 )
 
-func (textEvent) eventType() string      { return "text" }
-func (statusEvent) eventType() string    { return "status" }
-func (toolEvent) eventType() string      { return "tool" }
-func (doneEvent) eventType() string      { return "done" }
-func (errorEvent) eventType() string     { return "error" }
-func (cliEvent) eventType() string       { return "cli" }
-func (turnStartEvent) eventType() string { return "turn_start" }
+// maxToolResult bounds the text a tool_result event carries; the whole
+// result stays in the cli event.
+const maxToolResult = 64 << 10
+
+// toolResult is the tool_result event of one tool_result block.
+func toolResult(b supervisor.ContentBlock, name string) toolResultEvent {
+	e := toolResultEvent{Type: "tool_result", ID: b.ToolUseID, Name: name, IsError: b.IsError}
+	var text string
+	if json.Unmarshal(b.Content, &text) != nil {
+		var blocks []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(b.Content, &blocks)
+		var parts []string
+		for _, c := range blocks {
+			if c.Type == "text" {
+				parts = append(parts, c.Text)
+			} else {
+				parts = append(parts, "["+c.Type+"]")
+			}
+		}
+		text = strings.Join(parts, "\n")
+	}
+	if len(text) > maxToolResult {
+		cut := maxToolResult
+		for cut > 0 && text[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		text, e.Truncated = text[:cut], true
+	}
+	e.Content = text
+	return e
+}
+
+func (textEvent) eventType() string       { return "text" }
+func (statusEvent) eventType() string     { return "status" }
+func (toolEvent) eventType() string       { return "tool" }
+func (doneEvent) eventType() string       { return "done" }
+func (errorEvent) eventType() string      { return "error" }
+func (cliEvent) eventType() string        { return "cli" }
+func (turnStartEvent) eventType() string  { return "turn_start" }
+func (toolResultEvent) eventType() string { return "tool_result" }
 
 // translator turns one session's supervisor events into relay events. It
 // keeps what the compat format needs across lines: which API messages had
 // streamed text, the names of running tools, the turn's text so far.
 type translator struct {
 	sessionID string
-	streamed  map[string]bool   // API message ids whose text came as deltas
-	current   string            // API message id being streamed
-	tools     map[string]string // tool_use_id -> tool name
+	streamed  map[string]bool     // API message ids whose text came as deltas
+	current   string              // API message id being streamed
+	tools     map[string]string   // tool_use_id -> tool name
+	started   time.Time           // when the open turn started
+	apiErr    *supervisor.Message // the CLI's message for a failed API call
+	lastRetry *supervisor.Message // the CLI's last retry notice
 }
 
 func newTranslator(sessionID string) *translator {
@@ -85,6 +208,7 @@ func (t *translator) translate(ev supervisor.Event) []out {
 	case supervisor.EventTurnStart:
 		clear(t.streamed)
 		clear(t.tools)
+		t.started, t.apiErr, t.lastRetry = ev.Time, nil, nil
 		return []out{{body: turnStartEvent{Type: "turn_start", Message: ev.Text}, beginTurn: true}}
 	case supervisor.EventNotice:
 		return []out{{body: statusEvent{Type: "status", Message: ev.Text}}}
@@ -103,6 +227,11 @@ func (t *translator) cli(m *supervisor.Message) []out {
 		return outs
 	}
 	switch m.Type {
+	case "system":
+		if m.Subtype == "api_retry" {
+			t.lastRetry = m
+			outs = append(outs, out{body: retryStatus(m)})
+		}
 	case "stream_event":
 		e := m.Event
 		if e == nil {
@@ -116,6 +245,13 @@ func (t *translator) cli(m *supervisor.Message) []out {
 			outs = append(outs, out{body: textEvent{Type: "text", Delta: e.Delta.Text}})
 		}
 	case "assistant":
+		if m.IsAPIErrorMessage {
+			// Made up by the CLI for a failed API call, not the model's
+			// words: its text names internal addresses. The turn's error
+			// event says what happened.
+			t.apiErr = m
+			break
+		}
 		if m.Message == nil {
 			break
 		}
@@ -134,7 +270,7 @@ func (t *translator) cli(m *supervisor.Message) []out {
 				}
 				outs = append(outs,
 					out{body: statusEvent{Type: "status", Message: runningStatus(b.Name, input)}},
-					out{body: toolEvent{Type: "tool", Name: b.Name, Input: input}})
+					out{body: toolEvent{Type: "tool", Name: b.Name, Input: input, ID: b.ID}})
 			}
 		}
 	case "user":
@@ -147,7 +283,9 @@ func (t *translator) cli(m *supervisor.Message) []out {
 			}
 			if name, ok := t.tools[b.ToolUseID]; ok {
 				delete(t.tools, b.ToolUseID)
-				outs = append(outs, out{body: statusEvent{Type: "status", Message: "Tool finished: " + name}})
+				outs = append(outs,
+					out{body: toolResult(b, name)},
+					out{body: statusEvent{Type: "status", Message: "Tool finished: " + name}})
 			}
 		}
 	}
@@ -169,41 +307,28 @@ func runningStatus(name string, input json.RawMessage) string {
 }
 
 func (t *translator) turnEnd(ev supervisor.Event) []out {
-	done := out{body: doneEvent{Type: "done", SessionID: t.sessionID}, terminal: true}
+	sum := turnSummary{Outcome: "success"}
+	if !t.started.IsZero() && !ev.Time.Before(t.started) {
+		sum.DurationMS = ev.Time.Sub(t.started).Milliseconds()
+	}
+	if ev.Msg != nil {
+		sum.CostUSD = ev.Msg.TotalCostUSD
+	}
+	var f failure
 	switch {
 	case ev.Interrupted:
-		return []out{{body: statusEvent{Type: "status", Message: "Interrupted"}}, done}
+		sum.Outcome = "interrupted"
+		return []out{{body: statusEvent{Type: "status", Message: "Interrupted"}},
+			{body: doneEvent{Type: "done", SessionID: t.sessionID, turnSummary: sum}, terminal: true}}
 	case ev.Err != nil:
-		return []out{{body: errorEvent{Type: "error", Message: turnErrorMessage(ev.Err)}, terminal: true}}
+		f = turnFailure(ev.Err)
 	case ev.Msg != nil && ev.Msg.IsError:
-		return []out{{body: errorEvent{Type: "error", Message: resultErrorMessage(ev.Msg)}, terminal: true}}
+		f = resultFailure(ev.Msg, t.apiErr, t.lastRetry, ev.Time)
+	default:
+		return []out{{body: doneEvent{Type: "done", SessionID: t.sessionID, turnSummary: sum}, terminal: true}}
 	}
-	return []out{done}
-}
-
-// turnErrorMessage is what a person reads when a turn broke.
-func turnErrorMessage(err error) string {
-	switch {
-	case errors.Is(err, supervisor.ErrStalled):
-		return "The assistant stopped responding and was restarted. Please send your message again."
-	case errors.Is(err, supervisor.ErrClosed):
-		return "The session was closed."
-	case errors.Is(err, supervisor.ErrProcessExited):
-		return "The assistant process exited unexpectedly; your next message continues the conversation. (" + oneLine(err.Error(), 300) + ")"
-	}
-	return oneLine(err.Error(), 500)
-}
-
-func resultErrorMessage(m *supervisor.Message) string {
-	switch {
-	case m.Result != "":
-		return oneLine(m.Result, 500)
-	case len(m.Errors) > 0:
-		return oneLine(strings.Join(m.Errors, "; "), 500)
-	case m.Subtype != "":
-		return "The turn ended with an error (" + m.Subtype + ")."
-	}
-	return "The turn ended with an error."
+	sum.Outcome = "error"
+	return []out{{body: f.event(sum), terminal: true}}
 }
 
 // oneLine folds s to one line of at most n bytes.

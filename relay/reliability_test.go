@@ -109,7 +109,8 @@ func TestKilledCLIMidTurnThenUsable(t *testing.T) {
 	start := time.Now()
 	_ = syscall.Kill(chat.Session().Pid(), syscall.SIGKILL)
 	evs := until(t, a, "error")
-	if time.Since(start) > 2*time.Second || !strings.Contains(str(evs[len(evs)-1], "message"), "exited unexpectedly") {
+	if e := evs[len(evs)-1]; time.Since(start) > 2*time.Second || str(e, "kind") != "crashed" ||
+		str(e, "message") != "The assistant crashed; your next message continues the conversation." {
 		t.Fatalf("after kill -9: %v (%s)", evs[len(evs)-1], time.Since(start))
 	}
 	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": id}))

@@ -43,6 +43,10 @@ type harnessOpts struct {
 	stall    time.Duration
 	subBuf   int
 	turnEnd  func(ctx context.Context, person, sessionID string) string
+	// cliEnv are more variables for the CLI (a later one of the same name
+	// wins); noKey leaves out every Anthropic credential.
+	cliEnv []string
+	noKey  bool
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
@@ -52,12 +56,17 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 		env = clitest.New(tb, nil)
 	}
 	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
+	childEnv := env.ChildEnv()
+	if o.noKey {
+		childEnv = withoutCredentials(childEnv)
+	}
+	childEnv = append(childEnv, o.cliEnv...)
 	launch := relay.LauncherFunc(func(p relay.SessionParams) *supervisor.Session {
 		return supervisor.NewSession(supervisor.SessionConfig{
 			ID: p.ID, Person: p.Person, Dir: env.Vault(p.Person), CLISessionID: p.CLISessionID,
 			Spec: supervisor.Spec{
 				Binary:         env.Binary,
-				Env:            env.ChildEnv(),
+				Env:            childEnv,
 				SystemPrompt:   "You are a test assistant.",
 				Tools:          []string{"Read", "Write", "Edit", "Glob", "Grep", "AskUserQuestion"},
 				AllowedTools:   []string{"Read", "Glob", "Grep"},

@@ -233,6 +233,12 @@ func (c *Chat) apply(ev supervisor.Event) {
 		if e := c.stream.publishJSON(o.body, o.beginTurn, o.terminal); e != nil {
 			c.observe(e, o.body)
 		}
+		if f, ok := o.body.(errorEvent); ok && ev.Msg != nil {
+			// The person got a sentence; the CLI's own words (which name
+			// internal addresses) are for the operator.
+			c.log.Warn().Str("kind", f.Kind).Int("status", f.Status).Str("cli_result", oneLine(ev.Msg.Result, 2000)).
+				Strs("cli_errors", ev.Msg.Errors).Msg("turn failed")
+		}
 	}
 	if ev.Kind == supervisor.EventTurnStart || ev.Kind == supervisor.EventTurnEnd {
 		c.lastActivity = ev.Time
@@ -426,8 +432,7 @@ func (s *Sessions) restore(l loaded) error {
 		for _, p := range unanswered(l.events) {
 			c.stream.publishJSON(answeredEvent{Type: p.kind + "_answered", RequestID: p.id, Outcome: "cancelled"}, false, false)
 		}
-		msg := "The server restarted during this turn; send your message again to continue."
-		if e := c.stream.publishJSON(errorEvent{Type: "error", Message: msg}, false, true); e != nil {
+		if e := c.stream.publishJSON(restartedFailure.event(turnSummary{Outcome: "error"}), false, true); e != nil {
 			c.observe(e, nil)
 		}
 		c.mu.Unlock()

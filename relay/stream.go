@@ -30,9 +30,6 @@ type Event struct {
 	Line []byte
 }
 
-// compatTypes are the event types of the existing clients (shared seeds 004).
-var compatTypes = map[string]bool{"text": true, "status": true, "tool": true, "done": true, "error": true}
-
 // newEvent encodes body, a JSON object whose first key is "type".
 func newEvent(seq int64, turn int, typ string, body []byte, terminal bool) *Event {
 	ev := &Event{Seq: seq, Type: typ, Turn: turn, Terminal: terminal}
@@ -40,9 +37,7 @@ func newEvent(seq int64, turn int, typ string, body []byte, terminal bool) *Even
 	line := make([]byte, 0, len(prefix)+len(body)-1)
 	line = append(append(line, prefix...), body[1:]...)
 	ev.Line = line
-	if compatTypes[typ] {
-		ev.Compat = body
-	}
+	ev.Compat = compatBody(typ, body)
 	return ev
 }
 

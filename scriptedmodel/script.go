@@ -17,7 +17,8 @@ import (
 //	[[slow N MS]]           stream N "tick " deltas, MS milliseconds apart
 //	[[big N]]               answer N bytes of text
 //	[[recall]]              list every message the person sent, in order
-//	[[status CODE]]         fail with HTTP status CODE (429, 529, 500, ...)
+//	[[status CODE]]         fail with HTTP status CODE (401, 529, 500, ...)
+//	[[status 429 N]]        rate limited, with retry-after N seconds
 //	[[drop]] / [[malformed]] break the stream mid-message
 //	[[hang]]                start the message, then send nothing
 //
@@ -69,11 +70,18 @@ func Script(req Request) Reply {
 	case "recall":
 		return Text("HISTORY: " + strings.Join(req.UserTexts(), " | "))
 	case "status":
-		code, err := strconv.Atoi(strings.TrimSpace(args))
-		if err != nil {
-			code = 500
+		f := strings.Fields(args)
+		code := 500
+		if len(f) > 0 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				code = n
+			}
 		}
-		return Reply{Status: code}
+		retry := 0
+		if len(f) > 1 {
+			retry, _ = strconv.Atoi(f[1])
+		}
+		return Reply{Status: code, RetryAfter: retry}
 	case "drop":
 		return Reply{Blocks: []ReplyBlock{{Text: "partial answer that never ends"}}, Drop: true}
 	case "hang":

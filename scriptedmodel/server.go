@@ -24,8 +24,10 @@ type Reply struct {
 	// Delay is slept before each delta, to make slow streams.
 	Delay time.Duration
 	// Status, when not zero, answers with this HTTP error status instead
-	// (429 and 529 carry the API's error bodies).
+	// (401, 429 and 529 carry the API's error bodies).
 	Status int
+	// RetryAfter is the retry-after header of a 429, in seconds (0: 1).
+	RetryAfter int
 	// Drop closes the connection after the first delta (or at once, for a
 	// non-streaming request) without finishing the message.
 	Drop bool
@@ -60,7 +62,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	requests []Request
+	key      string // when set, the only credential accepted
 	ids      atomic.Int64
+	models   atomic.Int64
 }
 
 // New returns a Server that answers with respond.
@@ -75,9 +79,44 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
+// RequireKey makes the server accept only key (as x-api-key or a bearer
+// token) and answer every other request 401, as the API does for a key that
+// is wrong or revoked. An empty key accepts any.
+func (s *Server) RequireKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.key = key
+}
+
+// ModelListings is how many times GET /v1/models was asked.
+func (s *Server) ModelListings() int64 { return s.models.Load() }
+
+// authorized reports whether the request carries the required key.
+func (s *Server) authorized(r *http.Request) bool {
+	s.mu.Lock()
+	key := s.key
+	s.mu.Unlock()
+	if key == "" {
+		return true
+	}
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return r.Header.Get("x-api-key") == key || bearer == key
+}
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/models" && r.Method == http.MethodGet {
+		s.models.Add(1)
+	}
+	if !s.authorized(r) {
+		writeAPIError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+		return
+	}
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
+		writeJSON(w, http.StatusOK, map[string]any{"data": []any{map[string]any{
+			"type": "model", "id": "scripted-model", "display_name": "Scripted model", "created_at": "2025-01-01T00:00:00Z"}},
+			"has_more": false, "first_id": "scripted-model", "last_id": "scripted-model"})
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/count_tokens":
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": 1 + len(body)/4})
@@ -107,8 +146,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	reply := s.respond(req)
 	switch reply.Status {
 	case 0:
+	case http.StatusUnauthorized:
+		writeAPIError(w, reply.Status, "authentication_error", "invalid x-api-key")
+		return
 	case http.StatusTooManyRequests:
-		w.Header().Set("retry-after", "1")
+		w.Header().Set("retry-after", strconv.Itoa(max(reply.RetryAfter, 1)))
 		writeAPIError(w, reply.Status, "rate_limit_error", "Number of requests has exceeded your rate limit")
 		return
 	case 529:

@@ -95,6 +95,8 @@ func TestFailures(t *testing.T) {
 		kind      string
 	}{
 		{"[[status 429]]", 429, "rate_limit_error"},
+		{"[[status 429 7]]", 429, "rate_limit_error"},
+		{"[[status 401]]", 401, "authentication_error"},
 		{"[[status 529]]", 529, "overloaded_error"},
 		{"[[status 500]]", 500, "api_error"},
 	} {
@@ -104,8 +106,8 @@ func TestFailures(t *testing.T) {
 		if resp.StatusCode != tc.status || !strings.Contains(string(b), `"type":"`+tc.kind+`"`) {
 			t.Fatalf("%s: %d %s", tc.directive, resp.StatusCode, b)
 		}
-		if tc.status == 429 && resp.Header.Get("retry-after") == "" {
-			t.Fatal("429 without retry-after")
+		if want := map[string]string{"[[status 429]]": "1", "[[status 429 7]]": "7"}[tc.directive]; resp.Header.Get("retry-after") != want {
+			t.Fatalf("%s: retry-after %q, want %q", tc.directive, resp.Header.Get("retry-after"), want)
 		}
 	}
 	resp := post(t, srv.URL+"/v1/messages", request("[[drop]]", true))
@@ -142,6 +144,51 @@ func TestSlowStreamHonoursDelay(t *testing.T) {
 	}
 	if deltas != 5 || time.Since(start) < 150*time.Millisecond {
 		t.Fatalf("%d deltas in %s", deltas, time.Since(start))
+	}
+}
+
+// RequireKey refuses every other credential, as the API refuses a wrong or
+// revoked key; GET /v1/models answers a valid one and is counted.
+func TestRequireKey(t *testing.T) {
+	model := scriptedmodel.New(scriptedmodel.Script)
+	srv := httptest.NewServer(model)
+	defer srv.Close()
+	get := func(header, value string) int {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/models", nil)
+		if header != "" {
+			req.Header.Set(header, value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("", ""); code != 200 {
+		t.Fatalf("any key accepted by default: %d", code)
+	}
+	model.RequireKey("good")
+	for _, tc := range []struct {
+		header, value string
+		want          int
+	}{
+		{"x-api-key", "good", 200},
+		{"Authorization", "Bearer good", 200},
+		{"x-api-key", "bad", 401},
+		{"", "", 401},
+	} {
+		if code := get(tc.header, tc.value); code != tc.want {
+			t.Fatalf("%s %q: %d, want %d", tc.header, tc.value, code, tc.want)
+		}
+	}
+	resp := post(t, srv.URL+"/v1/messages", request("hi", true))
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("a message without the key: %d", resp.StatusCode)
+	}
+	if n := model.ModelListings(); n != 5 {
+		t.Fatalf("%d model listings counted, want 5", n)
 	}
 }
 

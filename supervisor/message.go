@@ -30,6 +30,24 @@ type Message struct {
 	Result         string   `json:"result,omitempty"`
 	TerminalReason string   `json:"terminal_reason,omitempty"`
 	Errors         []string `json:"errors,omitempty"`
+	TotalCostUSD   *float64 `json:"total_cost_usd,omitempty"`
+	DurationMS     int64    `json:"duration_ms,omitempty"`
+
+	// A failed API call: the result and the assistant message the CLI
+	// makes up for it carry the HTTP status and the API's error type; the
+	// CLI's error class ("rate_limit", "authentication_failed", ...) is in
+	// Error, a connection failure in APIError.
+	IsAPIErrorMessage bool   `json:"is_api_error_message,omitempty"`
+	APIErrorStatus    *int   `json:"api_error_status,omitempty"`
+	APIErrorType      string `json:"api_error_type,omitempty"`
+	APIError          string `json:"api_error,omitempty"`
+	Error             string `json:"error,omitempty"`
+
+	// system/api_retry: the CLI waits RetryDelayMS and tries again.
+	Attempt      int   `json:"attempt,omitempty"`
+	MaxRetries   int   `json:"max_retries,omitempty"`
+	RetryDelayMS int64 `json:"retry_delay_ms,omitempty"`
+	ErrorStatus  *int  `json:"error_status,omitempty"`
 
 	Raw json.RawMessage `json:"-"`
 }

@@ -1,0 +1,113 @@
+package relay_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// withoutCredentials drops every variable that gives the CLI an Anthropic
+// credential.
+func withoutCredentials(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func num(m map[string]json.RawMessage, key string) int {
+	var n float64
+	_ = json.Unmarshal(m[key], &n)
+	return int(n)
+}
+
+// Each way a model call fails ends the turn with its own sentence, after a
+// status line for every retry the CLI makes; compat lines keep the seed's
+// key sets, the events stream carries the kind, the HTTP status and the
+// retry-after, and nothing the CLI wrote for itself (its "API Error: ..."
+// text naming the gateway) reaches the person.
+func TestModelFailuresNamedPlainly(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		message string
+		opts    harnessOpts
+		rejectK bool // the model accepts only another key
+		retries string
+		want    string
+		kind    string
+		status  int
+	}{
+		{name: "overloaded", message: "[[status 529]]", retries: "The model is overloaded, retrying in ",
+			want: "The model is overloaded right now", kind: "overloaded", status: 529},
+		{name: "rate limited", message: "[[status 429 2]]", retries: "The model's rate limit was reached, retrying in ",
+			want: "The model is rate limited until about ", kind: "rate_limited", status: 429},
+		{name: "unauthorized", message: "[[status 401]]",
+			want: "the API key is missing or invalid", kind: "auth", status: 401},
+		{name: "connection dropped", message: "[[drop]]", retries: "The connection to the model failed, retrying in ",
+			want: "The model could not be reached", kind: "network"},
+		{name: "no key", message: "hello", opts: harnessOpts{noKey: true},
+			want: "the API key is missing or invalid", kind: "auth"},
+		{name: "key rejected", message: "hello", rejectK: true,
+			want: "the API key is missing or invalid", kind: "auth", status: 401},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.opts.cliEnv = append(tc.opts.cliEnv, "CLAUDE_CODE_MAX_RETRIES=2")
+			h := newHarness(t, tc.opts)
+			if tc.rejectK {
+				h.env.Model.RequireKey("another-key")
+			}
+			id := h.newSession(t)
+			a, closeA := h.attach(t, id, "types=status,text,error,done")
+			defer closeA()
+			_, evs := h.chatStream(t, "sebastian", "application/x-www-form-urlencoded",
+				"message="+strings.ReplaceAll(tc.message, " ", "+")+"&session_id="+id)
+			checkCompat(t, evs)
+			retries := 0
+			for _, ev := range evs {
+				if str(ev, "type") == "status" && tc.retries != "" && strings.HasPrefix(str(ev, "message"), tc.retries) {
+					retries++
+				}
+				line, _ := json.Marshal(ev)
+				if strings.Contains(string(line), "API Error") || strings.Contains(string(line), "127.0.0.1") ||
+					strings.Contains(string(line), "/login") {
+					t.Fatalf("the person sees the CLI's own text: %s", line)
+				}
+			}
+			if tc.retries != "" && retries != 2 {
+				t.Fatalf("%d retry statuses, want 2: %v", retries, evs)
+			}
+			last := evs[len(evs)-1]
+			if str(last, "type") != "error" || !strings.Contains(str(last, "message"), tc.want) {
+				t.Fatalf("turn ended with %v, want an error saying %q", last, tc.want)
+			}
+
+			rich := until(t, a, "error")
+			e := rich[len(rich)-1]
+			if str(e, "kind") != tc.kind || num(e, "status") != tc.status || str(e, "outcome") != "error" ||
+				str(e, "message") != str(last, "message") {
+				t.Fatalf("events stream error %v, want kind %s status %d", e, tc.kind, tc.status)
+			}
+			if tc.kind == "rate_limited" && num(e, "retry_after") < 2 {
+				t.Fatalf("rate limit without retry_after: %v", e)
+			}
+			seen := 0
+			for _, ev := range rich {
+				if str(ev, "type") == "status" && str(ev, "kind") == tc.kind && num(ev, "attempt") > 0 {
+					seen++
+				}
+			}
+			if tc.retries != "" && seen != 2 {
+				t.Fatalf("events stream has %d retry statuses with a kind, want 2: %v", seen, rich)
+			}
+		})
+	}
+}
