@@ -50,4 +50,4 @@ Try: curl -N -H 'Authorization: Bearer $token' -H 'X-Notes-Person: sebastian' \\
        -d message=hello http://$addr/api/claude/chat-stream
 MSG
 "$root/bin/major" serve --addr "$addr" --vault-root "$vault" --state-dir "$demo/state" \
-	--auth-file "$demo/auth.json" --web-dir "$root/web" "$@"
+	--auth-file "$demo/auth.json" "$@"

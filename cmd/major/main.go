@@ -107,7 +107,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", envDuration(getenv, "MAJOR_IDLE_TIMEOUT", 15*time.Minute), "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
 	fs.DurationVar(&c.SlotWait, "slot-wait", envDuration(getenv, "MAJOR_SLOT_WAIT", 30*time.Second), "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", envDuration(getenv, "MAJOR_SESSION_TTL", 30*24*time.Hour), "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
-	fs.StringVar(&c.WebDir, "web-dir", env(getenv, "MAJOR_WEB_DIR", ""), "folder of the web client, served at /app (MAJOR_WEB_DIR)")
+	fs.StringVar(&c.WebDir, "web-dir", env(getenv, "MAJOR_WEB_DIR", ""), "development override: serve the web client at /app from this folder instead of the copy built into the binary (MAJOR_WEB_DIR)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -325,6 +325,33 @@ func TestWebClientFilesOnly(t *testing.T) {
 	}
 }
 
+// Without --web-dir the client built into the binary is served, exactly as
+// it is in the repository, and nothing else of the folder.
+func TestWebClientIsBuiltIn(t *testing.T) {
+	s := start(t)
+	for path, file := range map[string]string{
+		"/app/": "index.html", "/app/style.css": "style.css", "/app/js/app.js": "js/app.js", "/app/js/stream.js": "js/stream.js",
+	} {
+		want, err := os.ReadFile(filepath.Join("..", "..", "web", filepath.FromSlash(file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, s.req(t, "GET", path, "")); got != string(want) {
+			t.Errorf("GET %s is not web/%s (%d bytes, want %d)", path, file, len(got), len(want))
+		}
+	}
+	for _, path := range []string{"/app/package.json", "/app/embed.go", "/app/e2e/run.sh", "/app/js/"} {
+		resp, err := http.Get(s.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", path, resp.StatusCode)
+		}
+	}
+}
+
 func TestFlagsAndEnv(t *testing.T) {
 	env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", "MAJOR_ADDR": ":9", "MAJOR_ASK_TIMEOUT": "3s"}
 	c, err := parseFlags([]string{"--addr", ":7"}, func(k string) string { return env[k] }, io.Discard)

@@ -19,6 +19,7 @@ import (
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/web"
 )
 
 // systemPrompt is the service's prompt (shared/seeds/000), Security section
@@ -261,7 +262,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Ready:      func(ctx context.Context) (string, error) { return claudeVersion(ctx, claude) },
 		Done:       done,
 	}
+	srvCfg.Static = clientFiles{dir: http.FS(web.Files())}
 	if cfg.WebDir != "" {
+		// A development override: the client as it is on disk.
 		srvCfg.Static = clientFiles{dir: http.Dir(cfg.WebDir)}
 	}
 	api := relay.NewServer(srvCfg)

@@ -186,7 +186,7 @@ export async function startStack() {
     };
     const major = await daemon('major serve', path.join(bin, 'major'), [
       'serve', '--addr', '127.0.0.1:0', '--vault-root', vault, '--state-dir', path.join(tmp, 'state'),
-      '--auth-file', auth, '--web-dir', WEB, '--claude', claude,
+      '--auth-file', auth, '--claude', claude,
     ], { cwd: ROOT, env }, /"(?:message|msg)":"major is serving"/, 60000, path.join(tmp, 'major.log'));
     procs.push(major.proc);
     const line = major.match.input.split('\n').find((l) => l.includes('"major is serving"'));

@@ -1,0 +1,16 @@
+// Package web holds the browser client: the page, its stylesheet and its
+// scripts, compiled into the server binary so that one binary is the whole
+// product. It owns no behaviour of its own; the server decides where to
+// serve it. Its tests and node_modules are not part of it.
+package web
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed index.html style.css js/*.js
+var files embed.FS
+
+// Files is the client as served: index.html, style.css and js/*.js.
+func Files() fs.FS { return files }
