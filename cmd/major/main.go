@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -60,55 +59,57 @@ type config struct {
 	WebDir       string
 }
 
-// env returns the variable's value or def.
-func env(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
+// envName is the environment variable that stands in for a flag left off
+// the command line: --max-processes is MAJOR_MAX_PROCESSES.
+func envName(flagName string) string {
+	return "MAJOR_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-func envDuration(getenv func(string) string, key string, def time.Duration) time.Duration {
-	if v := getenv(key); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
+// setFromEnv gives every flag not on the command line its environment
+// value, parsed as the flag parses it: a bad value is an error naming the
+// variable, never silently the default.
+func setFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		v := getenv(envName(f.Name))
+		if v == "" || onCommandLine[f.Name] {
+			return
 		}
-	}
-	return def
-}
-
-func envInt(getenv func(string) string, key string, def int) int {
-	if v := getenv(key); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: not a valid value for --%s", envName(f.Name), v, f.Name))
 		}
-	}
-	return def
+	})
+	return errors.Join(errs...)
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("major serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Addr, "addr", env(getenv, "MAJOR_ADDR", "127.0.0.1:8080"), "address to listen on (MAJOR_ADDR)")
-	fs.StringVar(&c.VaultRoot, "vault-root", env(getenv, "MAJOR_VAULT_ROOT", ""), "git repository holding one folder per person (MAJOR_VAULT_ROOT)")
-	fs.StringVar(&c.StateDir, "state-dir", env(getenv, "MAJOR_STATE_DIR", ""), "where sessions and event logs are kept, outside every person's folder (MAJOR_STATE_DIR; default $XDG_STATE_HOME/major or ~/.local/state/major)")
-	fs.StringVar(&c.Claude, "claude", env(getenv, "MAJOR_CLAUDE", ""), "claude binary (MAJOR_CLAUDE; default: the project's pinned install, then claude on PATH)")
-	fs.StringVar(&c.AuthFile, "auth-file", env(getenv, "MAJOR_AUTH_FILE", ""), `JSON {"tokens": {"<token>": ["person", ...]}} (MAJOR_AUTH_FILE)`)
-	fs.StringVar(&c.LinkedInAPI, "linkedin-api", env(getenv, "MAJOR_LINKEDIN_API", "https://api.linkedin.com"), "LinkedIn REST API base URL (MAJOR_LINKEDIN_API)")
-	fs.StringVar(&c.LinkedInConfig, "linkedin-config", env(getenv, "MAJOR_LINKEDIN_CONFIG", ""), "JSON of LinkedIn access token and author per person (MAJOR_LINKEDIN_CONFIG)")
-	fs.StringVar(&c.AutoPublish, "linkedin-auto-publish", env(getenv, "MAJOR_LINKEDIN_AUTO_PUBLISH", ""), "comma-separated persons whose LinkedIn posts, comments and replies run without asking (MAJOR_LINKEDIN_AUTO_PUBLISH)")
-	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "MAJOR_LOG_LEVEL", "info"), "debug, info, warn or error (MAJOR_LOG_LEVEL)")
-	fs.DurationVar(&c.AskTimeout, "ask-timeout", envDuration(getenv, "MAJOR_ASK_TIMEOUT", relay.DefaultAskTimeout), "how long a question or permission prompt waits (MAJOR_ASK_TIMEOUT)")
-	fs.DurationVar(&c.StallTimeout, "stall-timeout", envDuration(getenv, "MAJOR_STALL_TIMEOUT", 10*time.Minute), "kill a claude that writes nothing this long during a turn (MAJOR_STALL_TIMEOUT)")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", envDuration(getenv, "MAJOR_SHUTDOWN_GRACE", 10*time.Second), "how long shutdown waits for turns to end (MAJOR_SHUTDOWN_GRACE)")
-	fs.IntVar(&c.MaxProcesses, "max-processes", envInt(getenv, "MAJOR_MAX_PROCESSES", 8), "most claude processes alive at once, about 200 MB each (MAJOR_MAX_PROCESSES; 0: no limit)")
-	fs.IntVar(&c.MaxPerPerson, "max-processes-per-person", envInt(getenv, "MAJOR_MAX_PROCESSES_PER_PERSON", 0), "most claude processes one person's chats hold at once, so others always get one (MAJOR_MAX_PROCESSES_PER_PERSON; default: half of --max-processes, rounded up)")
-	fs.DurationVar(&c.IdleTimeout, "idle-timeout", envDuration(getenv, "MAJOR_IDLE_TIMEOUT", 15*time.Minute), "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
-	fs.DurationVar(&c.SlotWait, "slot-wait", envDuration(getenv, "MAJOR_SLOT_WAIT", 30*time.Second), "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
-	fs.DurationVar(&c.SessionTTL, "session-ttl", envDuration(getenv, "MAJOR_SESSION_TTL", 30*24*time.Hour), "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
-	fs.StringVar(&c.WebDir, "web-dir", env(getenv, "MAJOR_WEB_DIR", ""), "development override: serve the web client at /app from this folder instead of the copy built into the binary (MAJOR_WEB_DIR)")
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "address to listen on (MAJOR_ADDR)")
+	fs.StringVar(&c.VaultRoot, "vault-root", "", "git repository holding one folder per person (MAJOR_VAULT_ROOT)")
+	fs.StringVar(&c.StateDir, "state-dir", "", "where sessions and event logs are kept, outside every person's folder (MAJOR_STATE_DIR; default $XDG_STATE_HOME/major or ~/.local/state/major)")
+	fs.StringVar(&c.Claude, "claude", "", "claude binary (MAJOR_CLAUDE; default: the project's pinned install, then claude on PATH)")
+	fs.StringVar(&c.AuthFile, "auth-file", "", `JSON {"tokens": {"<token>": ["person", ...]}} (MAJOR_AUTH_FILE)`)
+	fs.StringVar(&c.LinkedInAPI, "linkedin-api", "https://api.linkedin.com", "LinkedIn REST API base URL (MAJOR_LINKEDIN_API)")
+	fs.StringVar(&c.LinkedInConfig, "linkedin-config", "", "JSON of LinkedIn access token and author per person (MAJOR_LINKEDIN_CONFIG)")
+	fs.StringVar(&c.AutoPublish, "linkedin-auto-publish", "", "comma-separated persons whose LinkedIn posts, comments and replies run without asking (MAJOR_LINKEDIN_AUTO_PUBLISH)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (MAJOR_LOG_LEVEL)")
+	fs.DurationVar(&c.AskTimeout, "ask-timeout", relay.DefaultAskTimeout, "how long a question or permission prompt waits (MAJOR_ASK_TIMEOUT)")
+	fs.DurationVar(&c.StallTimeout, "stall-timeout", 10*time.Minute, "kill a claude that writes nothing this long during a turn (MAJOR_STALL_TIMEOUT)")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown waits for turns to end (MAJOR_SHUTDOWN_GRACE)")
+	fs.IntVar(&c.MaxProcesses, "max-processes", 8, "most claude processes alive at once, about 200 MB each (MAJOR_MAX_PROCESSES; 0: no limit)")
+	fs.IntVar(&c.MaxPerPerson, "max-processes-per-person", 0, "most claude processes one person's chats hold at once, so others always get one (MAJOR_MAX_PROCESSES_PER_PERSON; default: half of --max-processes, rounded up)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 15*time.Minute, "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
+	fs.DurationVar(&c.SlotWait, "slot-wait", 30*time.Second, "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*24*time.Hour, "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
+	fs.StringVar(&c.WebDir, "web-dir", "", "development override: serve the web client at /app from this folder instead of the copy built into the binary (MAJOR_WEB_DIR)")
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := setFromEnv(fs, getenv); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {

@@ -371,6 +371,40 @@ func TestFlagsAndEnv(t *testing.T) {
 	}
 }
 
+// A bad environment value stops the start with an error naming the
+// variable; it never silently becomes the default.
+func TestBadEnvironmentValueIsAnError(t *testing.T) {
+	for key, bad := range map[string]string{
+		"MAJOR_MAX_PROCESSES": "abc", "MAJOR_MAX_PROCESSES_PER_PERSON": "1.5", "MAJOR_SLOT_WAIT": "30",
+		"MAJOR_IDLE_TIMEOUT": "soon", "MAJOR_SESSION_TTL": "-", "MAJOR_ASK_TIMEOUT": "10 minutes",
+	} {
+		env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", key: bad}
+		_, err := parseFlags(nil, func(k string) string { return env[k] }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s=%q: err %v, want an error naming %s", key, bad, err, key)
+		}
+		// The command line wins over the environment, bad or not.
+		flagName := "--" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(key, "MAJOR_")), "_", "-")
+		if _, err := parseFlags([]string{flagName + "=1"}, func(k string) string { return env[k] }, io.Discard); err != nil && strings.Contains(err.Error(), key) {
+			t.Errorf("%s given on the command line, but the environment's bad value still counted: %v", flagName, err)
+		}
+	}
+}
+
+// Every flag's help names the variable that stands in for it.
+func TestEveryFlagNamesItsVariable(t *testing.T) {
+	var help strings.Builder
+	_, _ = parseFlags([]string{"-h"}, func(string) string { return "" }, &help)
+	for _, line := range strings.Split(help.String(), "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "-"); ok {
+			name, _, _ = strings.Cut(name, " ")
+			if !strings.Contains(help.String(), envName(name)) {
+				t.Errorf("the help of --%s does not name %s", name, envName(name))
+			}
+		}
+	}
+}
+
 func TestShutdownEndsTurnsAndProcesses(t *testing.T) {
 	s := start(t, "--shutdown-grace", "10s")
 	resp := s.req(t, "POST", "/api/claude/sessions", "")
