@@ -17,6 +17,7 @@ import (
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/mcpserver"
+	"github.com/majorhq/major/readiness"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/web"
@@ -126,7 +127,8 @@ func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
 	})
 }
 
-// claudeVersion runs `claude --version` (for /readyz and the start-up log).
+// claudeVersion runs `claude --version` (for the start-up log and, cached,
+// /readyz).
 func claudeVersion(ctx context.Context, bin string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -172,6 +174,17 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	childEnv := supervisor.CleanEnv(os.Environ())
 	if os.Getenv("ANTHROPIC_BASE_URL") != "" {
 		log.Warn().Str("anthropic_base_url", os.Getenv("ANTHROPIC_BASE_URL")).Msg("the CLI talks to ANTHROPIC_BASE_URL, not the Anthropic API")
+	}
+	// A missing or refused credential is found now, not by the first
+	// person who writes; /readyz reports it (cached, so probes start no
+	// process).
+	ready := readiness.New(readiness.Config{
+		Version: func(ctx context.Context) (string, error) { return claudeVersion(ctx, claude) },
+		Env:     childEnv,
+		Logger:  log,
+	})
+	if _, err := ready.Check(ctx); err != nil {
+		log.Error().Err(err).Msg("NOT READY: every turn will fail until this is fixed; /readyz answers 503")
 	}
 
 	git := hooks.NewGitSync(hooks.GitConfig{Root: vaultRoot, Logger: log})
@@ -259,7 +272,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Metrics:    sessions.Metrics(),
 		MCP:        mcp.HTTPHandler(),
 		WithPerson: mcpserver.WithPerson,
-		Ready:      func(ctx context.Context) (string, error) { return claudeVersion(ctx, claude) },
+		Ready:      ready.Check,
 		Done:       done,
 	}
 	srvCfg.Static = clientFiles{dir: http.FS(web.Files())}
