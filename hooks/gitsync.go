@@ -146,21 +146,29 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 		return upErr
 	}
 	committed, err := g.commit(ctx, message, paths)
+	// Paths git refused stay out of the commit; the rest is committed and
+	// pushed as usual, and the refusal is returned with the outcome.
+	var refused *RefusedPathsError
+	var also error
+	if errors.As(err, &refused) {
+		g.log.Error().Strs("paths", refused.Paths).Msg("git refused to record some paths; the other changes were committed")
+		also, err = err, nil
+	}
 	if err != nil {
 		return g.fail("commit", err)
 	}
 	switch {
 	case up.remote == "":
-		return nil
+		return also
 	case committed:
 		if err := g.push(ctx, up); err != nil {
-			return g.fail("push", err)
+			return errors.Join(g.fail("push", err), also)
 		}
-		return nil
+		return also
 	case pullErr != nil:
-		return fmt.Errorf("git pull: %w", pullErr) // logged above
+		return errors.Join(fmt.Errorf("git pull: %w", pullErr), also) // logged above
 	}
-	return nil
+	return also
 }
 
 // Changed reports whether anything under paths differs from HEAD or is
@@ -278,15 +286,34 @@ func (g *GitSync) gitDir(ctx context.Context) string {
 	return strings.TrimSpace(d)
 }
 
+// RefusedPathsError is a commit that left out paths git refused to
+// record (a name git reserves, such as a variant of .git, or a file it
+// could not read); every other change under the commit's paths was
+// committed.
+type RefusedPathsError struct {
+	// Paths are relative to the repository's root.
+	Paths []string
+}
+
+func (e *RefusedPathsError) Error() string {
+	return fmt.Sprintf("git refused to record %q; the other changes were committed", e.Paths)
+}
+
 // commit stages and commits only paths; false when there was nothing to
-// commit.
+// commit. A path git refuses does not hold back the others: they are
+// committed and the refused ones returned as a *RefusedPathsError.
 func (g *GitSync) commit(ctx context.Context, message string, paths []string) (bool, error) {
-	if _, err := g.git(ctx, append([]string{"add", "--all", "--"}, paths...)...); err != nil {
-		return false, err
+	var refused error
+	if _, err := g.git(ctx, append([]string{"add", "--all", "--ignore-errors", "--"}, paths...)...); err != nil {
+		p := refusedPaths(err)
+		if len(p) == 0 {
+			return false, err
+		}
+		refused = &RefusedPathsError{Paths: p}
 	}
 	_, err := g.git(ctx, append([]string{"diff", "--cached", "--quiet", "--"}, paths...)...)
 	if err == nil {
-		return false, nil
+		return false, refused
 	}
 	if !isExit(err, 1) {
 		return false, err
@@ -296,7 +323,30 @@ func (g *GitSync) commit(ctx context.Context, message string, paths []string) (b
 	if _, err := g.git(ctx, append([]string{"commit", "--quiet", "--no-verify", "--only", "-m", message, "--"}, paths...)...); err != nil {
 		return false, err
 	}
-	return true, nil
+	return true, refused
+}
+
+// refusedPaths are the paths a failed `git add --ignore-errors` names as
+// not added.
+func refusedPaths(err error) []string {
+	var ge *gitError
+	if !errors.As(err, &ge) {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(ge.output, "\n") {
+		for _, f := range []struct{ pre, suf string }{
+			{"error: unable to add '", "' to index"},
+			{"error: unable to index file '", "'"},
+		} {
+			if rest, ok := strings.CutPrefix(line, f.pre); ok {
+				if p, ok := strings.CutSuffix(rest, f.suf); ok {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // push pushes HEAD; when the remote rejects it (someone pushed meanwhile)

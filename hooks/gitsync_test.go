@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -205,5 +206,46 @@ func TestGitSyncRefusesPathsOutsideTheRepository(t *testing.T) {
 		if err := g.Commit(context.Background(), "x", p); err == nil {
 			t.Errorf("commit %q: want an error", p)
 		}
+	}
+}
+
+// A path git refuses to record (here a .git variant put on disk past the
+// guard, by hand or by an older server) must not hold back the person's
+// other changes: they are committed and pushed, and the refused path is
+// reported, on every commit until it is gone.
+func TestGitSyncCommitsAroundARefusedPath(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	remote := withRemote(t, root)
+	g := newGitSync(t, hooks.GitConfig{Root: root})
+	writeFile(t, filepath.Join(root, "sebastian", ".GIT", "x.md"), "refused\n")
+	for i, file := range []string{"notes.md", "more.md"} {
+		writeFile(t, filepath.Join(root, "sebastian", file), "mine\n")
+		err := g.Commit(context.Background(), fmt.Sprintf("Turn %d", i), "sebastian/")
+		var refused *hooks.RefusedPathsError
+		if !errors.As(err, &refused) {
+			t.Fatalf("commit %d: error %v, want a *RefusedPathsError", i, err)
+		}
+		if want := []string{"sebastian/.GIT/x.md"}; !slices.Equal(refused.Paths, want) {
+			t.Fatalf("refused paths = %q, want %q", refused.Paths, want)
+		}
+		if got := git(t, root, "show", "--name-only", "--format=%s", "HEAD"); got != fmt.Sprintf("Turn %d\n\nsebastian/%s", i, file) {
+			t.Fatalf("commit %d = %q", i, got)
+		}
+	}
+	if git(t, root, "rev-parse", "HEAD") != git(t, remote, "rev-parse", "main") {
+		t.Fatal("the commits were not pushed")
+	}
+	if got := git(t, root, "status", "--porcelain", "--untracked-files=all"); got != "?? sebastian/.GIT/x.md" {
+		t.Fatalf("status = %q", got)
+	}
+	// Nothing but the refused path: no commit, and still reported.
+	head := git(t, root, "rev-parse", "HEAD")
+	var refused *hooks.RefusedPathsError
+	if err := g.Commit(context.Background(), "Nothing", "sebastian/"); !errors.As(err, &refused) {
+		t.Fatalf("error %v, want a *RefusedPathsError", err)
+	}
+	if git(t, root, "rev-parse", "HEAD") != head {
+		t.Fatal("a commit without changes")
 	}
 }
