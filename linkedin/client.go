@@ -21,9 +21,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -135,6 +137,12 @@ func (c *Client) Version() string { return c.version }
 // ErrNoID means LinkedIn accepted a create but did not say what it created.
 var ErrNoID = errors.New("linkedin answered without the id of the created entity")
 
+// ErrOutcomeUnknown means a create got an answer that leaves open whether
+// LinkedIn applied it (a gateway error, a timeout, a connection lost after
+// the request went out), and looking for the result failed too: it may be
+// live. It is never sent again blindly.
+var ErrOutcomeUnknown = errors.New("outcome unknown")
+
 // APIError is a non-success answer from LinkedIn.
 type APIError struct {
 	Method string
@@ -181,9 +189,13 @@ func (c *Client) CreatePost(ctx context.Context, acct Account, text string) (str
 		"lifecycleState":            "PUBLISHED",
 		"isReshareDisabledByAuthor": false,
 	}
-	resp, err := c.do(ctx, acct, http.MethodPost, "/rest/posts", body)
+	commentary := body["commentary"].(string)
+	resp, found, err := c.create(ctx, acct, "/rest/posts", body, c.findPost(acct, commentary, text))
 	if err != nil {
 		return "", fmt.Errorf("create post: %w", err)
+	}
+	if found != "" {
+		return found, nil
 	}
 	urn := resp.header.Get("X-RestLi-Id")
 	if urn == "" {
@@ -285,7 +297,7 @@ func (c *Client) CreateComment(ctx context.Context, acct Account, post, text str
 		"object":  post,
 		"message": map[string]any{"text": text},
 	}
-	urn, err := c.createComment(ctx, acct, socialActionsPath(post), post, body)
+	urn, err := c.createComment(ctx, acct, post, "", post, text, body)
 	if err != nil {
 		return "", fmt.Errorf("create comment: %w", err)
 	}
@@ -302,17 +314,22 @@ func (c *Client) ReplyToComment(ctx context.Context, acct Account, post, parent,
 		"parentComment": parent,
 		"message":       map[string]any{"text": text},
 	}
-	urn, err := c.createComment(ctx, acct, socialActionsPath(parent), post, body)
+	urn, err := c.createComment(ctx, acct, parent, parent, post, text, body)
 	if err != nil {
 		return "", fmt.Errorf("reply to comment: %w", err)
 	}
 	return urn, nil
 }
 
-func (c *Client) createComment(ctx context.Context, acct Account, path, post string, body any) (string, error) {
-	resp, err := c.do(ctx, acct, http.MethodPost, path, body)
+// createComment posts body to thread's comments (the post, or the parent
+// comment for a reply) and returns the new comment's URN.
+func (c *Client) createComment(ctx context.Context, acct Account, thread, parent, post, text string, body any) (string, error) {
+	resp, found, err := c.create(ctx, acct, socialActionsPath(thread), body, c.findComment(acct, thread, parent, text))
 	if err != nil {
 		return "", err
+	}
+	if found != "" {
+		return found, nil
 	}
 	var w wireComment
 	if len(bytes.TrimSpace(resp.body)) > 0 {
@@ -366,8 +383,7 @@ const maxBody = 8 << 20
 // do sends one API call with retries: 429 and 5xx answers are retried after
 // Retry-After (when LinkedIn sends one) or an exponential backoff with
 // jitter, within MaxAttempts and MaxElapsed. Transport errors are retried only
-// for GET: a POST that failed in flight may have been applied, and posting
-// twice is worse than reporting the failure.
+// for GET. Creates go through create instead, which never resends blindly.
 func (c *Client) do(ctx context.Context, acct Account, method, path string, body any) (*response, error) {
 	if strings.TrimSpace(acct.AccessToken) == "" {
 		return nil, errors.New("no access token")
@@ -383,7 +399,7 @@ func (c *Client) do(ctx context.Context, acct Account, method, path string, body
 	defer cancel()
 	logPath, _, _ := strings.Cut(path, "?")
 	for attempt := 1; ; attempt++ {
-		resp, err := c.once(ctx, acct, method, path, payload)
+		resp, _, err := c.once(ctx, acct, method, path, payload)
 		var wait time.Duration
 		switch {
 		case err == nil && resp.status >= 200 && resp.status < 300:
@@ -415,9 +431,18 @@ func (c *Client) do(ctx context.Context, acct Account, method, path string, body
 	}
 }
 
-func (c *Client) once(ctx context.Context, acct Account, method, path string, payload []byte) (*response, error) {
+// once sends one attempt. sent reports whether any of the request reached
+// the connection: before that, a failure proves LinkedIn never saw it.
+func (c *Client) once(ctx context.Context, acct Account, method, path string, payload []byte) (resp *response, sent bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.attempt)
 	defer cancel()
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaderField: func(string, []string) { wrote.Store(true) }})
+	resp, err = c.send(ctx, acct, method, path, payload)
+	return resp, wrote.Load(), err
+}
+
+func (c *Client) send(ctx context.Context, acct Account, method, path string, payload []byte) (*response, error) {
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
@@ -443,6 +468,183 @@ func (c *Client) once(ctx context.Context, acct Account, method, path string, pa
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
 	return &response{status: res.StatusCode, header: res.Header, body: data}, nil
+}
+
+// lookupSkew widens the window in which a lookup accepts an entity as the
+// one a create made, for clock differences between this server and
+// LinkedIn. An identical text published within it counts as this one.
+const lookupSkew = 5 * time.Minute
+
+// Lookups read at most lookupPages pages of lookupPageSize entries; a
+// lookup that cannot finish within them proves nothing.
+const (
+	lookupPageSize = 50
+	lookupPages    = 10
+)
+
+// finder looks for what a create would have made, among what was created
+// since then: its URN, "" when it proves there is none, or an error.
+type finder func(ctx context.Context, since time.Time) (string, error)
+
+// create sends a create (POST) so that it is applied at most once. 429 and
+// failures before the request went out prove nothing was applied and are
+// retried as do retries. After an ambiguous answer (a 5xx, a timeout, a
+// connection lost after sending) find looks for the result: found, it is
+// the answer; proven absent, the request is sent once more (and a second
+// ambiguous answer is looked up again, never resent); a lookup that fails
+// gives ErrOutcomeUnknown. The answer is either a success response or the
+// URN the lookup found.
+func (c *Client) create(ctx context.Context, acct Account, path string, body any, find finder) (*response, string, error) {
+	if strings.TrimSpace(acct.AccessToken) == "" {
+		return nil, "", errors.New("no access token")
+	}
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode request: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.maxElapsed)
+	defer cancel()
+	since := time.Now().Add(-lookupSkew)
+	resent := false
+	for attempt := 1; ; attempt++ {
+		resp, sent, err := c.once(ctx, acct, http.MethodPost, path, payload)
+		var wait time.Duration
+		switch {
+		case err == nil && resp.status >= 200 && resp.status < 300:
+			return resp, "", nil
+		case err == nil && resp.status == http.StatusTooManyRequests:
+			apiErr := apiError(http.MethodPost, path, resp)
+			err, wait = apiErr, apiErr.RetryAfter
+		case err == nil && resp.status < 500:
+			return nil, "", apiError(http.MethodPost, path, resp)
+		case err != nil && !sent && ctx.Err() == nil:
+			err = fmt.Errorf("linkedin POST %s: %w", path, err)
+		default:
+			if err == nil {
+				err = apiError(http.MethodPost, path, resp)
+			} else {
+				err = fmt.Errorf("linkedin POST %s: %w", path, err)
+			}
+			urn, lerr := c.lookup(ctx, attempt, since, find)
+			switch {
+			case lerr != nil:
+				return nil, "", fmt.Errorf("%w: LinkedIn answered %v, and looking for the result failed (%v); check LinkedIn before trying again", ErrOutcomeUnknown, err, lerr)
+			case urn != "":
+				c.log.Info().Str("path", path).Str("urn", urn).AnErr("answer", err).Msg("linkedin applied the create despite the error")
+				return nil, urn, nil
+			case resent:
+				return nil, "", err
+			}
+			c.log.Warn().Err(err).Str("path", path).Msg("linkedin did not apply the create; sending it once more")
+			resent = true
+			continue
+		}
+		if wait <= 0 {
+			wait = c.backoffFor(attempt)
+		}
+		deadline, _ := ctx.Deadline()
+		if attempt >= c.attempts || time.Until(deadline) < wait {
+			return nil, "", err
+		}
+		c.log.Warn().Err(err).Str("path", path).Int("attempt", attempt).Dur("wait", wait).Msg("linkedin create not applied, retrying")
+		if serr := c.sleep(ctx, wait); serr != nil {
+			return nil, "", fmt.Errorf("%w (gave up waiting to retry: %w)", err, serr)
+		}
+	}
+}
+
+// lookup waits a moment (what LinkedIn applied may take that long to be
+// listed) and runs find.
+func (c *Client) lookup(ctx context.Context, attempt int, since time.Time, find finder) (string, error) {
+	if err := c.sleep(ctx, c.backoffFor(attempt)); err != nil {
+		return "", err
+	}
+	return find(ctx, since)
+}
+
+// findPost looks for acct's post with this commentary (as sent, or as the
+// plain text) through the posts finder by author, newest first.
+func (c *Client) findPost(acct Account, commentary, text string) finder {
+	return func(ctx context.Context, since time.Time) (string, error) {
+		q := url.Values{"q": {"author"}, "author": {acct.Author}, "sortBy": {"LAST_MODIFIED"}, "count": {strconv.Itoa(lookupPageSize)}}
+		for n := range lookupPages {
+			q.Set("start", strconv.Itoa(n*lookupPageSize))
+			resp, err := c.do(ctx, acct, http.MethodGet, "/rest/posts?"+q.Encode(), nil)
+			if err != nil {
+				return "", fmt.Errorf("find posts: %w", err)
+			}
+			var page struct {
+				Elements []struct {
+					ID             string `json:"id"`
+					Author         string `json:"author"`
+					Commentary     string `json:"commentary"`
+					CreatedAt      int64  `json:"createdAt"`
+					LastModifiedAt int64  `json:"lastModifiedAt"`
+				} `json:"elements"`
+				Paging struct {
+					Links []struct {
+						Rel string `json:"rel"`
+					} `json:"links"`
+				} `json:"paging"`
+			}
+			if err := json.Unmarshal(resp.body, &page); err != nil {
+				return "", fmt.Errorf("find posts: decode answer: %w", err)
+			}
+			for _, p := range page.Elements {
+				if p.Author == acct.Author && (p.Commentary == commentary || p.Commentary == text) &&
+					(p.CreatedAt == 0 || !time.UnixMilli(p.CreatedAt).Before(since)) && p.ID != "" {
+					return p.ID, nil
+				}
+				if p.LastModifiedAt > 0 && time.UnixMilli(p.LastModifiedAt).Before(since) {
+					// Newest first: everything after this is older still.
+					return "", nil
+				}
+			}
+			next := false
+			for _, l := range page.Paging.Links {
+				next = next || l.Rel == "next"
+			}
+			if !next && len(page.Elements) < lookupPageSize {
+				return "", nil
+			}
+		}
+		return "", fmt.Errorf("find posts: more than %d recent posts", lookupPages*lookupPageSize)
+	}
+}
+
+// findComment looks for acct's comment with this text (under parent, for a
+// reply) among thread's comments.
+func (c *Client) findComment(acct Account, thread, parent, text string) finder {
+	return func(ctx context.Context, since time.Time) (string, error) {
+		for n := range lookupPages {
+			path := fmt.Sprintf("%s?start=%d&count=%d", socialActionsPath(thread), n*lookupPageSize, lookupPageSize)
+			resp, err := c.do(ctx, acct, http.MethodGet, path, nil)
+			if err != nil {
+				return "", fmt.Errorf("find comments: %w", err)
+			}
+			var page struct {
+				Elements []wireComment `json:"elements"`
+				Paging   struct {
+					Start int `json:"start"`
+					Total int `json:"total"`
+				} `json:"paging"`
+			}
+			if err := json.Unmarshal(resp.body, &page); err != nil {
+				return "", fmt.Errorf("find comments: decode answer: %w", err)
+			}
+			for _, w := range page.Elements {
+				cm := w.comment()
+				if cm.Actor == acct.Author && cm.Text == text && cm.ParentComment == parent &&
+					(cm.Created.IsZero() || !cm.Created.Before(since)) && cm.URN != "" {
+					return cm.URN, nil
+				}
+			}
+			if len(page.Elements) < lookupPageSize || n*lookupPageSize+len(page.Elements) >= page.Paging.Total {
+				return "", nil
+			}
+		}
+		return "", fmt.Errorf("find comments: more than %d comments", lookupPages*lookupPageSize)
+	}
 }
 
 func retryable(status int) bool {

@@ -146,6 +146,9 @@ func (s *Server) result(ctx context.Context, tool, person string, text string, e
 
 // hint tells the model what to make of a LinkedIn failure.
 func hint(err error) string {
+	if errors.Is(err, linkedin.ErrOutcomeUnknown) {
+		return "LinkedIn may or may not have published it, and checking failed. Do not try again until the person has looked at LinkedIn."
+	}
 	if errors.Is(err, linkedin.ErrNoID) {
 		return "LinkedIn accepted the request but did not say what it created; check LinkedIn before trying again, it may be published."
 	}

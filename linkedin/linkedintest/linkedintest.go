@@ -3,7 +3,8 @@
 // on (version and protocol headers, a known bearer token, the author that
 // token belongs to, percent-encoded URNs, the body shapes) and answers the
 // way LinkedIn does, including scripted failures such as 429 with
-// Retry-After.
+// Retry-After or a gateway error after the request was applied, and finds
+// posts by author and comments by thread with paging.
 package linkedintest
 
 import (
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Request is one request the fake received.
@@ -36,6 +38,20 @@ type Response struct {
 	// Body is sent as it is; when empty, a LinkedIn-style JSON error for
 	// Status is sent.
 	Body string
+	// Apply handles the request as usual first (a post or comment is
+	// created) and then answers Status instead of the real answer: a
+	// gateway that gave up after LinkedIn applied the request.
+	Apply bool
+	// Method, when set, makes this the answer to the next request with
+	// that method; requests with other methods pass it by.
+	Method string
+}
+
+// Post is a post the fake holds.
+type Post struct {
+	URN        string
+	Author     string
+	Commentary string
 }
 
 // Server is the fake API.
@@ -50,6 +66,7 @@ type Server struct {
 	requests []Request
 	script   []Response
 	comments map[string][]map[string]any // thread URN -> comments
+	posts    []map[string]any            // oldest first
 	nextID   int64
 }
 
@@ -89,7 +106,32 @@ func (s *Server) Enqueue(rs ...Response) {
 func (s *Server) AddComment(thread, actor, text string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.addCommentLocked(thread, thread, "", actor, text)
+	// Seeded comments get fixed times, so tests can show them.
+	return s.addCommentLocked(thread, thread, "", actor, text, 1767225600000+s.nextID+1)
+}
+
+// Posts returns the posts created so far, oldest first.
+func (s *Server) Posts() []Post {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Post, 0, len(s.posts))
+	for _, p := range s.posts {
+		out = append(out, Post{URN: str(p["id"]), Author: str(p["author"]), Commentary: str(p["commentary"])})
+	}
+	return out
+}
+
+// Comments returns the comments on thread (a post or comment URN), oldest
+// first, as their texts.
+func (s *Server) Comments(thread string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, c := range s.comments[thread] {
+		msg, _ := c["message"].(map[string]any)
+		out = append(out, str(msg["text"]))
+	}
+	return out
 }
 
 // Requests returns a copy of what was received so far.
@@ -99,7 +141,7 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
-func (s *Server) addCommentLocked(thread, object, parent, actor, text string) string {
+func (s *Server) addCommentLocked(thread, object, parent, actor, text string, created int64) string {
 	s.nextID++
 	id := strconv.FormatInt(s.nextID, 10)
 	activity := object
@@ -116,7 +158,7 @@ func (s *Server) addCommentLocked(thread, object, parent, actor, text string) st
 		"actor":      actor,
 		"object":     object,
 		"message":    map[string]any{"text": text},
-		"created":    map[string]any{"actor": actor, "time": 1767225600000 + s.nextID},
+		"created":    map[string]any{"actor": actor, "time": created},
 	}
 	if parent != "" {
 		c["parentComment"] = parent
@@ -143,13 +185,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	var scripted *Response
-	if len(s.script) > 0 {
-		scripted = &s.script[0]
-		s.script = s.script[1:]
+	for i, sr := range s.script {
+		if sr.Method == "" || sr.Method == r.Method {
+			scripted = &sr
+			s.script = append(s.script[:i:i], s.script[i+1:]...)
+			break
+		}
 	}
 	author, known := s.authors[req.Token]
 	s.mu.Unlock()
 
+	if scripted != nil && scripted.Apply {
+		// The real handling runs against a discarded answer.
+		s.handle(discard{}, r, req, author, known)
+	}
 	if scripted != nil {
 		for k, vs := range scripted.Header {
 			for _, v := range vs {
@@ -164,6 +213,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(scripted.Body))
 		return
 	}
+	s.handle(w, r, req, author, known)
+}
+
+// discard is a ResponseWriter that drops the answer.
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
+
+// handle answers one request as LinkedIn would.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, req Request, author string, known bool) {
 	switch {
 	case r.Header.Get("LinkedIn-Version") != s.Version:
 		fail(w, http.StatusBadRequest, "VERSION_MISSING", fmt.Sprintf("LinkedIn-Version must be %s, got %q", s.Version, r.Header.Get("LinkedIn-Version")))
@@ -183,6 +244,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && path == "/rest/posts":
 		s.createPost(w, req.Body, author)
+	case r.Method == http.MethodGet && path == "/rest/posts":
+		s.findPosts(w, r.URL.Query(), author)
 	case strings.HasPrefix(path, "/rest/socialActions/") && strings.HasSuffix(path, "/comments"):
 		enc := strings.TrimSuffix(strings.TrimPrefix(path, "/rest/socialActions/"), "/comments")
 		if strings.ContainsAny(enc, ":(),") {
@@ -195,7 +258,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if r.Method == http.MethodGet {
-			s.listComments(w, thread)
+			s.listComments(w, r.URL.Query(), thread)
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -230,6 +293,13 @@ func (s *Server) createPost(w http.ResponseWriter, body map[string]any, author s
 	s.mu.Lock()
 	s.nextID++
 	urn := "urn:li:share:" + strconv.FormatInt(s.nextID, 10)
+	now := time.Now().UnixMilli()
+	s.posts = append(s.posts, map[string]any{
+		"id": urn, "author": author, "commentary": body["commentary"],
+		"visibility": body["visibility"], "lifecycleState": body["lifecycleState"],
+		"distribution": body["distribution"],
+		"createdAt":    now, "publishedAt": now, "lastModifiedAt": now,
+	})
 	s.mu.Unlock()
 	w.Header().Set("x-restli-id", urn)
 	w.WriteHeader(http.StatusCreated)
@@ -256,7 +326,7 @@ func (s *Server) createComment(w http.ResponseWriter, body map[string]any, threa
 		return
 	}
 	s.mu.Lock()
-	s.addCommentLocked(thread, object, parent, author, str(msg["text"]))
+	s.addCommentLocked(thread, object, parent, author, str(msg["text"]), time.Now().UnixMilli())
 	c := s.comments[thread][len(s.comments[thread])-1]
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
@@ -265,14 +335,80 @@ func (s *Server) createComment(w http.ResponseWriter, body map[string]any, threa
 	_ = json.NewEncoder(w).Encode(c)
 }
 
-func (s *Server) listComments(w http.ResponseWriter, thread string) {
+// paging reads start and count as LinkedIn does: count defaults to 10
+// and is capped at max.
+func paging(q url.Values, max int) (start, count int, err error) {
+	start, count = 0, 10
+	if v := q.Get("start"); v != "" {
+		if start, err = strconv.Atoi(v); err != nil || start < 0 {
+			return 0, 0, fmt.Errorf("start must be a non-negative number")
+		}
+	}
+	if v := q.Get("count"); v != "" {
+		if count, err = strconv.Atoi(v); err != nil || count < 0 {
+			return 0, 0, fmt.Errorf("count must be a non-negative number")
+		}
+	}
+	return start, min(count, max), nil
+}
+
+func page(elems []map[string]any, start, count int) []map[string]any {
+	if start >= len(elems) {
+		return []map[string]any{}
+	}
+	return elems[start:min(start+count, len(elems))]
+}
+
+// findPosts is the posts finder by author (q=author), newest first by
+// lastModifiedAt, paged with start and count; like LinkedIn's it gives no
+// total, only a "next" link while more may follow.
+func (s *Server) findPosts(w http.ResponseWriter, q url.Values, author string) {
+	if q.Get("q") != "author" || q.Get("author") == "" {
+		fail(w, http.StatusBadRequest, "ILLEGAL_ARGUMENT", "the posts finder needs q=author and author")
+		return
+	}
+	if q.Get("author") != author {
+		fail(w, http.StatusForbidden, "ACCESS_DENIED", "Not enough permissions to read the posts of "+q.Get("author"))
+		return
+	}
+	start, count, err := paging(q, 100)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "ILLEGAL_ARGUMENT", err.Error())
+		return
+	}
 	s.mu.Lock()
-	elems := append([]map[string]any{}, s.comments[thread]...)
+	var mine []map[string]any
+	for i := len(s.posts) - 1; i >= 0; i-- {
+		if s.posts[i]["author"] == author {
+			mine = append(mine, s.posts[i])
+		}
+	}
+	s.mu.Unlock()
+	elems := page(mine, start, count)
+	pg := map[string]any{"start": start, "count": count, "links": []any{}}
+	if start+len(elems) < len(mine) {
+		next := url.Values{"q": {"author"}, "author": {author}, "start": {strconv.Itoa(start + count)}, "count": {strconv.Itoa(count)}}
+		pg["links"] = []any{map[string]any{"rel": "next", "type": "application/json", "href": "/rest/posts?" + next.Encode()}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"elements": elems, "paging": pg})
+}
+
+// listComments is a thread's comments, oldest first, paged with start and
+// count (at most 100), with the total.
+func (s *Server) listComments(w http.ResponseWriter, q url.Values, thread string) {
+	start, count, err := paging(q, 100)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "ILLEGAL_ARGUMENT", err.Error())
+		return
+	}
+	s.mu.Lock()
+	all := append([]map[string]any{}, s.comments[thread]...)
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"elements": elems,
-		"paging":   map[string]any{"start": 0, "count": len(elems), "total": len(elems)},
+		"elements": page(all, start, count),
+		"paging":   map[string]any{"start": start, "count": count, "total": len(all)},
 	})
 }
 
