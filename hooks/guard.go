@@ -7,15 +7,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
-// pathKeys are tool input fields that hold one file or folder path, for the
+// pathKeys are tool input fields that hold file or folder paths, for the
 // built-in tools and for any other tool that uses the same names.
 var pathKeys = map[string]bool{
 	"file_path": true, "path": true, "notebook_path": true,
 	"directory": true, "dir": true, "cwd": true, "folder": true,
+	"directories": true, "dirs": true, "folders": true,
+	"file": true, "files": true, "filename": true, "filenames": true,
+	"dest": true, "destination": true, "target": true, "output": true,
 }
+
+// pathSuffixes end the names of other fields that hold paths
+// (target_path, output_file, src_dir).
+var pathSuffixes = []string{"path", "paths", "_file", "_files", "filename", "_dir", "_directory", "_folder"}
 
 // Guard decides whether a tool call stays inside one person's vault.
 type Guard struct {
@@ -124,12 +132,12 @@ func (g Guard) vault(person string) (string, error) {
 }
 
 // pathsIn returns every path-like field of a tool input: the known names,
-// any name ending in "path", and lists under such names.
+// names with a path-like ending, and lists under such names.
 func pathsIn(fields map[string]any) []string {
 	var out []string
 	for k, v := range fields {
 		lk := strings.ToLower(k)
-		if !pathKeys[lk] && !strings.HasSuffix(lk, "path") && !strings.HasSuffix(lk, "paths") {
+		if !pathKeys[lk] && !slices.ContainsFunc(pathSuffixes, func(suf string) bool { return strings.HasSuffix(lk, suf) }) {
 			continue
 		}
 		switch v := v.(type) {
