@@ -91,6 +91,7 @@ func NewServer(cfg ServerConfig) *Server {
 	api.GET("/sessions", s.listSessions)
 	api.POST("/sessions", s.createSession)
 	api.GET("/sessions/:id/events", s.events)
+	api.GET("/sessions/:id/messages", s.messages)
 	api.POST("/sessions/:id/messages", s.postMessage)
 	api.POST("/sessions/:id/interrupt", s.interrupt)
 	api.POST("/sessions/:id/answer", s.answer)

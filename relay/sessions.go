@@ -282,11 +282,43 @@ func (c *Chat) observe(ev *Event, body typed) {
 		}
 		c.turnText.WriteString(e.Delta)
 	case ev.Terminal:
-		if c.turnText.Len() > 0 {
-			c.history = append(c.history, ChatMessage{Role: "assistant", Content: c.turnText.String()})
+		if content := historyAnswer(c.turnText.String(), ev, body); content != "" {
+			c.history = append(c.history, ChatMessage{Role: "assistant", Content: content})
 		}
 		c.turnText.Reset()
 	}
+}
+
+// historyAnswer is the assistant's entry in the compat history for a turn
+// that ended with ev (a done or error event; body as for observe): the
+// turn's text, and for a turn that did not complete, a marker saying so,
+// so a partial answer never reads as a whole one.
+func historyAnswer(text string, ev *Event, body typed) string {
+	var end struct {
+		Message string `json:"message"`
+		Outcome string `json:"outcome"`
+	}
+	switch b := body.(type) {
+	case doneEvent:
+		end.Outcome = b.Outcome
+	case errorEvent:
+		end.Message = b.Message
+	default:
+		_ = json.Unmarshal(ev.Line, &end)
+	}
+	var marker string
+	switch {
+	case ev.Type == "error":
+		marker = "[Failed: " + end.Message + "]"
+	case end.Outcome == "interrupted":
+		marker = "[Interrupted]"
+	default:
+		return text
+	}
+	if text == "" {
+		return marker
+	}
+	return text + "\n\n" + marker
 }
 
 // persist saves the index entry and compacts a log grown too big. c.mu is

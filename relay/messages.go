@@ -1,0 +1,151 @@
+package relay
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// RichMessage is one entry of a session's rich history: the person's message
+// of a turn, or the assistant's answer with its tool calls and how the
+// turn ended. The compat history (ChatMessage) is the same conversation in
+// the seed's shape.
+type RichMessage struct {
+	// ID is stable for the life of the session: "turn-N-user" or
+	// "turn-N-assistant".
+	ID   string `json:"id"`
+	Role string `json:"role"`
+	Turn int    `json:"turn"`
+	// Content is the whole text: the person's message, or every text
+	// the assistant wrote in the turn.
+	Content string `json:"content"`
+	// Parts are the assistant's texts and tool calls, in order.
+	Parts []RichPart `json:"parts,omitempty"`
+	// Outcome is running, success, interrupted or error (assistant only).
+	Outcome    string     `json:"outcome,omitempty"`
+	Error      *TurnError `json:"error,omitempty"`
+	CostUSD    *float64   `json:"cost_usd,omitempty"`
+	DurationMS int64      `json:"duration_ms,omitempty"`
+}
+
+// RichPart is a text or a tool call with its result.
+type RichPart struct {
+	Type  string          `json:"type"` // text or tool
+	Text  string          `json:"text,omitempty"`
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// Result is the tool's result text (nil while it runs, or for a call
+	// whose result was not recorded).
+	Result    *string `json:"result,omitempty"`
+	IsError   bool    `json:"is_error,omitempty"`
+	Truncated bool    `json:"truncated,omitempty"`
+}
+
+// TurnError is why a turn failed, as its error event said.
+type TurnError struct {
+	Kind       string `json:"kind,omitempty"`
+	Message    string `json:"message"`
+	Status     int    `json:"status,omitempty"`
+	RetryAfter int    `json:"retry_after,omitempty"`
+}
+
+// Messages builds the rich history from the session's event log: the
+// client-facing events, which compaction keeps.
+func (c *Chat) Messages() []RichMessage {
+	var out []RichMessage
+	cur := -1 // index of the assistant message of the turn being read
+	for _, ev := range c.stream.Events(0) {
+		switch ev.Type {
+		case "turn_start", "text", "tool", "tool_result", "done", "error":
+		default:
+			continue
+		}
+		var e struct {
+			Message    string          `json:"message"`
+			Delta      string          `json:"delta"`
+			ID         string          `json:"id"`
+			Name       string          `json:"name"`
+			Input      json.RawMessage `json:"input"`
+			Content    string          `json:"content"`
+			IsError    bool            `json:"is_error"`
+			Truncated  bool            `json:"truncated"`
+			Outcome    string          `json:"outcome"`
+			CostUSD    *float64        `json:"cost_usd"`
+			DurationMS int64           `json:"duration_ms"`
+			Kind       string          `json:"kind"`
+			Status     int             `json:"status"`
+			RetryAfter int             `json:"retry_after"`
+		}
+		if json.Unmarshal(ev.Line, &e) != nil {
+			continue
+		}
+		if ev.Type == "turn_start" {
+			n := strconv.Itoa(ev.Turn)
+			out = append(out,
+				RichMessage{ID: "turn-" + n + "-user", Role: "user", Turn: ev.Turn, Content: e.Message},
+				RichMessage{ID: "turn-" + n + "-assistant", Role: "assistant", Turn: ev.Turn, Outcome: "running"})
+			cur = len(out) - 1
+			continue
+		}
+		if cur < 0 || out[cur].Turn != ev.Turn || out[cur].Outcome != "running" {
+			continue // not inside a turn
+		}
+		assistant := &out[cur]
+		switch ev.Type {
+		case "text":
+			if n := len(assistant.Parts); n > 0 && assistant.Parts[n-1].Type == "text" {
+				assistant.Parts[n-1].Text += e.Delta
+			} else {
+				assistant.Parts = append(assistant.Parts, RichPart{Type: "text", Text: e.Delta})
+			}
+		case "tool":
+			assistant.Parts = append(assistant.Parts, RichPart{Type: "tool", ID: e.ID, Name: e.Name, Input: e.Input})
+		case "tool_result":
+			for i := range assistant.Parts {
+				p := &assistant.Parts[i]
+				if p.Type == "tool" && p.ID != "" && p.ID == e.ID {
+					result := e.Content
+					p.Result, p.IsError, p.Truncated = &result, e.IsError, e.Truncated
+					break
+				}
+			}
+		case "done", "error":
+			assistant.Outcome = e.Outcome
+			if assistant.Outcome == "" {
+				assistant.Outcome = "success" // logged before outcomes were recorded
+			}
+			if ev.Type == "error" {
+				assistant.Outcome = "error"
+				assistant.Error = &TurnError{Kind: e.Kind, Message: e.Message, Status: e.Status, RetryAfter: e.RetryAfter}
+			}
+			assistant.CostUSD, assistant.DurationMS = e.CostUSD, e.DurationMS
+		}
+	}
+	for i := range out {
+		if out[i].Role != "assistant" {
+			continue
+		}
+		var sb strings.Builder
+		for _, p := range out[i].Parts {
+			sb.WriteString(p.Text)
+		}
+		out[i].Content = sb.String()
+	}
+	if out == nil {
+		out = []RichMessage{}
+	}
+	return out
+}
+
+// messages serves the rich history of a session.
+func (s *Server) messages(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "messages": chat.Messages()})
+}
