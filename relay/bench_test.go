@@ -99,7 +99,7 @@ func BenchmarkTurn(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(sessions.Close)
-	chat := sessions.GetOrCreate("", "sebastian")
+	chat, _ := sessions.GetOrCreate("", "sebastian")
 	sub, err := chat.Stream().Subscribe(0, nil, 1<<16)
 	if err != nil {
 		b.Fatal(err)

@@ -65,3 +65,38 @@ func TestWaitingTurnGetsSlotWhenOtherTurnEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionsPerPersonCap: a person keeps at most MaxPerPerson sessions; a
+// new one beyond, whether asked for or implied by a chat without a known
+// session, gets 429 and creates nothing. Other persons are not affected,
+// and clearing a session makes room.
+func TestSessionsPerPersonCap(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{maxSessions: 3, stateDir: t.TempDir()})
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.newSession(t))
+	}
+	code, out := h.call(t, "POST", "/api/claude/sessions", "sebastian", nil)
+	if msg, _ := out["error"].(string); code != http.StatusTooManyRequests || !strings.Contains(msg, "clear old ones") {
+		t.Fatalf("a session beyond the cap: %d %v", code, out)
+	}
+	for _, path := range []string{"/api/claude/chat-stream", "/api/claude/chat"} {
+		code, out := h.call(t, "POST", path, "sebastian", map[string]any{"message": "hi", "session_id": "not-a-session"})
+		if code != http.StatusTooManyRequests {
+			t.Fatalf("%s creating a session beyond the cap: %d %v", path, code, out)
+		}
+	}
+	if n := len(h.sessions.List("sebastian")); n != 3 {
+		t.Fatalf("%d sessions after refusals, want 3", n)
+	}
+	if code, out := h.call(t, "POST", "/api/claude/sessions", "petra", nil); code != http.StatusCreated {
+		t.Fatalf("another person: %d %v", code, out)
+	}
+	if code, out := h.call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": ids[0]}); code != http.StatusOK {
+		t.Fatalf("clear: %d %v", code, out)
+	}
+	if code, out := h.call(t, "POST", "/api/claude/sessions", "sebastian", nil); code != http.StatusCreated {
+		t.Fatalf("after clearing one: %d %v", code, out)
+	}
+}

@@ -191,7 +191,7 @@ func FuzzEventsQuery(f *testing.F) {
 	done := make(chan struct{})
 	close(done) // streams end right after the replay
 	srv := NewServer(ServerConfig{Auth: auth, Sessions: sessions, Logger: log, Done: done})
-	chat := sessions.GetOrCreate("", "sebastian")
+	chat, _ := sessions.GetOrCreate("", "sebastian")
 	chat.Publish(supervisor.Event{Kind: supervisor.EventTurnStart, Text: "hi"})
 	chat.Publish(supervisor.Event{Kind: supervisor.EventTurnEnd})
 	last := chat.Stream().Seq() // turn_start, done

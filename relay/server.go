@@ -129,6 +129,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, msg = ae.status, ae.msg
 	case errors.Is(err, ErrNotFound):
 		status, msg = http.StatusNotFound, "session not found"
+	case errors.Is(err, ErrTooManySessions):
+		status, msg = http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, supervisor.ErrBusy):
 		status, msg = http.StatusConflict, "the session is already running a turn; wait for it to finish or interrupt it"
 	case errors.Is(err, supervisor.ErrNotRunning):
@@ -248,7 +250,12 @@ func (s *Server) chatSession(c *gin.Context) (*Chat, chatRequest, bool) {
 	if !s.bind(c, &req) {
 		return nil, req, false
 	}
-	return s.cfg.Sessions.GetOrCreate(req.SessionID, personOf(c)), req, true
+	chat, err := s.cfg.Sessions.GetOrCreate(req.SessionID, personOf(c))
+	if err != nil {
+		s.fail(c, err)
+		return nil, req, false
+	}
+	return chat, req, true
 }
 
 // startTurn subscribes to the chat's stream and then starts a turn, so no
@@ -443,7 +450,11 @@ func (s *Server) listSessions(c *gin.Context) {
 }
 
 func (s *Server) createSession(c *gin.Context) {
-	chat := s.cfg.Sessions.GetOrCreate("", personOf(c))
+	chat, err := s.cfg.Sessions.GetOrCreate("", personOf(c))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	c.JSON(http.StatusCreated, chat.Info())
 }
 

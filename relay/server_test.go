@@ -47,6 +47,8 @@ type harnessOpts struct {
 	// wins); noKey leaves out every Anthropic credential.
 	cliEnv []string
 	noKey  bool
+	// maxSessions bounds each person's sessions; 0: no limit.
+	maxSessions int
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
@@ -95,7 +97,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 			tb.Fatal(err)
 		}
 	}
-	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: launch, Store: store, TurnEnd: o.turnEnd, Logger: log})
+	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: launch, Store: store, TurnEnd: o.turnEnd, MaxPerPerson: o.maxSessions, Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -21,6 +21,10 @@ import (
 // another person; the two are not told apart, so ids leak nothing.
 var ErrNotFound = errors.New("session not found")
 
+// ErrTooManySessions is returned instead of a new session when the person
+// already keeps as many as one person may.
+var ErrTooManySessions = errors.New("you have as many chats as one person may keep; clear old ones and try again")
+
 // ChatMessage is one entry of a session's history.
 type ChatMessage struct {
 	Role    string `json:"role"`
@@ -69,6 +73,9 @@ type SessionsConfig struct {
 	TTL time.Duration
 	// LiveProcesses reports live CLI processes for the metrics.
 	LiveProcesses func() int
+	// MaxPerPerson bounds the sessions one person keeps (each is state on
+	// disk); 0 means no limit.
+	MaxPerPerson int
 	// TurnEnd, when set, runs after every turn of a session and before
 	// the turn's terminal event is published: a status it returns is
 	// published in the turn, ahead of done or error, so the turn's
@@ -88,6 +95,7 @@ type Sessions struct {
 
 	mu       sync.Mutex
 	byID     map[string]*Chat
+	creating map[string]int // person → sessions being created
 	shutdown bool
 	// endings are the turn-end hooks running; Close stops new ones
 	// (closing) and waits for them.
@@ -104,7 +112,7 @@ func NewSessions(cfg SessionsConfig) (*Sessions, error) {
 	if cfg.TurnEndTimeout <= 0 {
 		cfg.TurnEndTimeout = time.Minute
 	}
-	s := &Sessions{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Chat), metrics: newMetrics()}
+	s := &Sessions{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Chat), creating: map[string]int{}, metrics: newMetrics()}
 	s.metrics.live = cfg.LiveProcesses
 	s.metrics.sessions = s.counts
 	if cfg.Store == nil {
@@ -379,15 +387,37 @@ func (c *Chat) Interactive() bool {
 
 // GetOrCreate returns the person's session with id, or a new session when
 // id is empty, unknown or another person's: a person never continues
-// someone else's session.
-func (s *Sessions) GetOrCreate(id, person string) *Chat {
+// someone else's session. ErrTooManySessions if a new one would be more
+// than the person may keep.
+func (s *Sessions) GetOrCreate(id, person string) (*Chat, error) {
 	if c, err := s.Get(id, person); err == nil {
-		return c
+		return c, nil
 	}
 	return s.create(person)
 }
 
-func (s *Sessions) create(person string) *Chat {
+func (s *Sessions) create(person string) (*Chat, error) {
+	s.mu.Lock()
+	n := s.creating[person]
+	for _, c := range s.byID {
+		if c.Person == person {
+			n++
+		}
+	}
+	if s.cfg.MaxPerPerson > 0 && n >= s.cfg.MaxPerPerson {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w (at most %d)", ErrTooManySessions, s.cfg.MaxPerPerson)
+	}
+	s.creating[person]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.creating[person]--; s.creating[person] <= 0 {
+			delete(s.creating, person)
+		}
+		s.mu.Unlock()
+	}()
+
 	now := s.cfg.Now()
 	c, err := s.open(meta{ID: uuid.NewString(), Person: person, Created: now, LastActivity: now}, nil)
 	if err != nil {
@@ -395,7 +425,7 @@ func (s *Sessions) create(person string) *Chat {
 		s.log.Error().Err(err).Msg("session state not persisted")
 	}
 	s.log.Info().Str("session", c.ID).Str("person", person).Msg("session created")
-	return c
+	return c, nil
 }
 
 // open builds a Chat for m with the events already logged, and registers it.

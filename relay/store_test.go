@@ -152,9 +152,9 @@ func TestSessionsExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	old := s.GetOrCreate("", "sebastian")
+	old, _ := s.GetOrCreate("", "sebastian")
 	now = now.Add(2 * time.Hour)
-	fresh := s.GetOrCreate("", "petra")
+	fresh, _ := s.GetOrCreate("", "petra")
 	if n := s.Expire(); n != 1 {
 		t.Fatalf("expired %d sessions, want 1", n)
 	}

@@ -56,7 +56,13 @@ type config struct {
 	IdleTimeout  time.Duration
 	SlotWait     time.Duration
 	SessionTTL   time.Duration
-	WebDir       string
+	// SessionsPerPerson bounds the sessions one person keeps.
+	SessionsPerPerson int
+	// ReadTimeout bounds reading a request (headers and body);
+	// KeepAlive bounds an idle connection between requests.
+	ReadTimeout time.Duration
+	KeepAlive   time.Duration
+	WebDir      string
 }
 
 // envName is the environment variable that stands in for a flag left off
@@ -105,6 +111,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 15*time.Minute, "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
 	fs.DurationVar(&c.SlotWait, "slot-wait", 30*time.Second, "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*24*time.Hour, "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
+	fs.IntVar(&c.SessionsPerPerson, "max-sessions-per-person", 200, "most chat sessions one person keeps; a new one beyond gets 429 (MAJOR_MAX_SESSIONS_PER_PERSON; 0: no limit)")
+	fs.DurationVar(&c.ReadTimeout, "http-read-timeout", 30*time.Second, "how long a client may take to send a request, body included; never limits a streamed answer (MAJOR_HTTP_READ_TIMEOUT)")
+	fs.DurationVar(&c.KeepAlive, "http-idle-timeout", 2*time.Minute, "close a kept-alive connection idle this long between requests (MAJOR_HTTP_IDLE_TIMEOUT)")
 	fs.StringVar(&c.WebDir, "web-dir", "", "development override: serve the web client at /app from this folder instead of the copy built into the binary (MAJOR_WEB_DIR)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -131,6 +140,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, errors.New("--max-processes-per-person (MAJOR_MAX_PROCESSES_PER_PERSON) must be at least 1")
 	case c.MaxPerPerson == 0 && c.MaxProcesses > 0:
 		c.MaxPerPerson = (c.MaxProcesses + 1) / 2
+	}
+	switch {
+	case c.SessionsPerPerson < 0:
+		return c, errors.New("--max-sessions-per-person (MAJOR_MAX_SESSIONS_PER_PERSON) must be 0 (no limit) or more")
+	case c.ReadTimeout <= 0:
+		return c, errors.New("--http-read-timeout (MAJOR_HTTP_READ_TIMEOUT) must be positive")
+	case c.KeepAlive <= 0:
+		return c, errors.New("--http-idle-timeout (MAJOR_HTTP_IDLE_TIMEOUT) must be positive")
 	}
 	return c, nil
 }
@@ -188,8 +205,14 @@ func listen(ctx context.Context, addr string) (net.Listener, error) {
 }
 
 // serveHTTP serves h on ln until ctx ends, then shuts down within grace.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, onShutdown func()) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// A client has readTimeout to send a request, body included, and a
+// connection idle for keepAlive between requests is closed. There is no
+// write timeout, so an answer streams for as long as its turn lasts (the
+// relay bounds each line it writes); net/http lifts the read deadline once
+// the body is read, so ReadTimeout never ends a stream either.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, readTimeout, keepAlive, grace time.Duration, onShutdown func()) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: min(10*time.Second, readTimeout),
+		ReadTimeout: readTimeout, IdleTimeout: keepAlive}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

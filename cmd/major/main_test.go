@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -541,6 +542,116 @@ func TestProcessesPerPerson(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--max-processes-per-person", "-1"}, {"--max-processes", "-2"}} {
 		if _, err := parseFlags(append([]string{"--vault-root", "/v", "--auth-file", "/a"}, args...), func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// rawConn dials the server for a test that speaks HTTP by hand.
+func (s *server) rawConn(tb testing.TB) net.Conn {
+	tb.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// closedByServer reads until the server closes conn, failing the test if
+// it has not within 20s.
+func closedByServer(tb testing.TB, conn net.Conn, r io.Reader) {
+	tb.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		tb.Fatalf("the server kept the connection: %v", err)
+	}
+}
+
+func TestHTTPTimeouts(t *testing.T) {
+	s := start(t, "--http-read-timeout", "1s", "--http-idle-timeout", "1s")
+
+	t.Run("a slow body is cut off", func(t *testing.T) {
+		conn := s.rawConn(t)
+		head := "POST /api/claude/chat-stream HTTP/1.1\r\nHost: major\r\nAuthorization: Bearer " + testToken +
+			"\r\nX-Notes-Person: sebastian\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+		if _, err := io.WriteString(conn, head+`{"message":`); err != nil {
+			t.Fatal(err)
+		}
+		closedByServer(t, conn, conn)
+	})
+
+	t.Run("an idle kept-alive connection is closed", func(t *testing.T) {
+		conn := s.rawConn(t)
+		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: major\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if resp.StatusCode != http.StatusOK || resp.Close {
+			t.Fatalf("healthz: %d, close %v", resp.StatusCode, resp.Close)
+		}
+		closedByServer(t, conn, br)
+	})
+
+	t.Run("streams outlast the read timeout", func(t *testing.T) {
+		id := s.newSessionAs(t, "sebastian")
+		events := s.req(t, "GET", "/api/claude/sessions/"+id+"/events?types=text,done,error", "")
+		defer events.Body.Close()
+		out := readAll(t, s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[slow 30 100]]","session_id":"`+id+`"}`))
+		if strings.Count(out, "tick ") != 30 || !strings.Contains(out, `"type":"done"`) {
+			t.Fatalf("compat stream of a 3s turn under a 1s read timeout: %s", out)
+		}
+		lines := bufio.NewScanner(events.Body)
+		ticks := 0
+		for lines.Scan() && !strings.Contains(lines.Text(), `"type":"done"`) {
+			ticks += strings.Count(lines.Text(), "tick ")
+		}
+		if ticks != 30 {
+			t.Fatalf("events stream: %d ticks, then %v", ticks, lines.Err())
+		}
+	})
+}
+
+// newSessionAs creates an empty session of person and returns its id.
+func (s *server) newSessionAs(tb testing.TB, person string) string {
+	tb.Helper()
+	req, _ := http.NewRequest("POST", s.url+"/api/claude/sessions", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("X-Notes-Person", person)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var created struct{ ID string }
+	if err := json.Unmarshal([]byte(readAll(tb, resp)), &created); err != nil || resp.StatusCode != http.StatusCreated {
+		tb.Fatalf("create session: %d %v", resp.StatusCode, err)
+	}
+	return created.ID
+}
+
+func TestConnectionAndSessionLimitFlags(t *testing.T) {
+	base := []string{"--vault-root", "/v", "--auth-file", "/a"}
+	c, err := parseFlags(base, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SessionsPerPerson != 200 || c.ReadTimeout != 30*time.Second || c.KeepAlive != 2*time.Minute {
+		t.Fatalf("defaults: %d sessions, read %s, keep-alive %s", c.SessionsPerPerson, c.ReadTimeout, c.KeepAlive)
+	}
+	env := map[string]string{"MAJOR_MAX_SESSIONS_PER_PERSON": "7", "MAJOR_HTTP_READ_TIMEOUT": "5s", "MAJOR_HTTP_IDLE_TIMEOUT": "9s"}
+	if c, err = parseFlags(base, func(k string) string { return env[k] }, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if c.SessionsPerPerson != 7 || c.ReadTimeout != 5*time.Second || c.KeepAlive != 9*time.Second {
+		t.Fatalf("from the environment: %d sessions, read %s, keep-alive %s", c.SessionsPerPerson, c.ReadTimeout, c.KeepAlive)
+	}
+	for _, args := range [][]string{{"--max-sessions-per-person", "-1"}, {"--http-read-timeout", "0s"}, {"--http-idle-timeout", "-1s"}} {
+		if _, err := parseFlags(append(append([]string{}, base...), args...), func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}

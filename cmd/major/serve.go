@@ -236,7 +236,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: l, Store: store, TTL: cfg.SessionTTL,
+	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: l, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
 		LiveProcesses: l.pool.Live, TurnEnd: l.endTurn, Logger: log})
 	if err != nil {
 		return err
@@ -288,7 +288,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	log.Info().Str("addr", "http://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
 		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Msg("major is serving")
-	return serveHTTP(ctx, ln, api, cfg.ShutdownGrace, func() {
+	return serveHTTP(ctx, ln, api, cfg.ReadTimeout, cfg.KeepAlive, cfg.ShutdownGrace, func() {
 		// Running turns are interrupted and end with their terminal
 		// events while their clients are still connected; then streams
 		// close and the HTTP server drains.
