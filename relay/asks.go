@@ -121,10 +121,13 @@ func (c *Chat) Interrupt(ctx context.Context) error {
 // still waiting, so a client that attaches after them sees them again.
 func (c *Chat) PendingEvents() []*Event {
 	c.asks.mu.Lock()
-	defer c.asks.mu.Unlock()
-	out := make([]*Event, 0, len(c.asks.pending))
+	out := make([]*Event, 0, len(c.asks.pending)+1)
 	for _, p := range c.asks.pending {
 		out = append(out, p.event)
+	}
+	c.asks.mu.Unlock()
+	if d := c.pendingDraft(); d != nil {
+		out = append(out, d)
 	}
 	return out
 }
@@ -139,6 +142,9 @@ func (c *Chat) Answer(kind, requestID string, ans Answer) error {
 		delete(c.asks.pending, requestID)
 	}
 	c.asks.mu.Unlock()
+	if !ok && kind == "permission" && c.answerDraft(requestID, ans) {
+		return nil
+	}
 	if !ok || p.kind != kind {
 		if c.asks.wasAnswered(requestID) {
 			return ErrAlreadyAnswered
@@ -229,6 +235,11 @@ type AskPolicy struct {
 	// does not name are allowed (the CLI only asks for tools outside the
 	// allowed set anyway).
 	Ask func(tool string) bool
+	// ConfirmInChat reports whether a tool that needs permission, called
+	// while no client can answer a prompt, is held back as a draft that
+	// the person's next message confirms or declines (see drafts.go);
+	// otherwise it is denied.
+	ConfirmInChat func(tool string) bool
 }
 
 // Messages the model sees when nobody can answer.
@@ -253,7 +264,7 @@ func (c *Chat) CanUseTool(policy AskPolicy) func(ctx context.Context, req *super
 		if policy.Ask == nil || !policy.Ask(req.ToolName) {
 			return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
 		}
-		return c.askPermission(ctx, req, policy.Timeout)
+		return c.askPermission(ctx, req, policy)
 	}
 }
 
@@ -288,7 +299,7 @@ func (c *Chat) askQuestion(ctx context.Context, req *supervisor.ControlRequest, 
 	return supervisor.PermissionResult{Allow: true, UpdatedInput: updated}, nil
 }
 
-func (c *Chat) askPermission(ctx context.Context, req *supervisor.ControlRequest, timeout time.Duration) (supervisor.PermissionResult, error) {
+func (c *Chat) askPermission(ctx context.Context, req *supervisor.ControlRequest, policy AskPolicy) (supervisor.PermissionResult, error) {
 	c.asks.mu.Lock()
 	allowed, remembered := c.asks.remembered[req.ToolName]
 	c.asks.mu.Unlock()
@@ -298,7 +309,13 @@ func (c *Chat) askPermission(ctx context.Context, req *supervisor.ControlRequest
 		}
 		return supervisor.PermissionResult{Message: "The person denied " + req.ToolName + " for this session."}, nil
 	}
+	if c.takeApproved(req.ToolName, req.Input) {
+		return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
+	}
 	if !c.Interactive() {
+		if policy.ConfirmInChat != nil && policy.ConfirmInChat(req.ToolName) {
+			return c.holdDraft(req), nil
+		}
 		return supervisor.PermissionResult{Message: noClientPermission}, nil
 	}
 	input := req.Input
@@ -307,7 +324,7 @@ func (c *Chat) askPermission(ctx context.Context, req *supervisor.ControlRequest
 	}
 	ans, outcome, err := c.wait(ctx, "permission", func(id string) typed {
 		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: permissionReason(req)}
-	}, timeout)
+	}, policy.Timeout)
 	switch {
 	case err != nil:
 		return supervisor.PermissionResult{Message: "The permission prompt was cancelled.", Interrupt: true}, nil

@@ -162,6 +162,7 @@ type Chat struct {
 	onTurnEnd func(end supervisor.Event) bool
 	ending    bool
 	held      []supervisor.Event
+	drafts    drafts
 }
 
 // Session is the supervisor session.
@@ -176,6 +177,9 @@ func (c *Chat) Stream() *Stream { return c.stream }
 func (c *Chat) Publish(ev supervisor.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A draft is decided as the person's message goes to the CLI, before
+	// anything of its turn can run, even while the turn's events wait.
+	c.draftHook(ev)
 	if c.ending {
 		c.held = append(c.held, ev)
 		return
@@ -247,6 +251,9 @@ func (c *Chat) apply(ev supervisor.Event) {
 			c.log.Warn().Str("kind", f.Kind).Int("status", f.Status).Str("cli_result", oneLine(ev.Msg.Result, 2000)).
 				Strs("cli_errors", ev.Msg.Errors).Msg("turn failed")
 		}
+	}
+	if ev.Kind == supervisor.EventTurnStart {
+		c.announceDraft()
 	}
 	if ev.Kind == supervisor.EventTurnStart || ev.Kind == supervisor.EventTurnEnd {
 		c.lastActivity = ev.Time
@@ -487,6 +494,14 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 // replay the log see it end.
 func (s *Sessions) restore(l loaded) error {
 	c, err := s.open(l.meta, l.events)
+	if ids := openDrafts(l.events); len(ids) > 0 {
+		// Drafts live in memory: a restart expires them.
+		c.mu.Lock()
+		for _, id := range ids {
+			c.stream.publishJSON(draftAnsweredEvent{Type: "draft_answered", RequestID: id, Outcome: "expired", Reason: "restart"}, false, false)
+		}
+		c.mu.Unlock()
+	}
 	if c.stream.TurnOpen() {
 		c.mu.Lock()
 		// Questions and permissions of the cut-off turn can no longer be

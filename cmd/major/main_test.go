@@ -25,6 +25,7 @@ import (
 	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/linkedin/linkedintest"
 	"github.com/majorhq/major/mcpserver"
+	"github.com/majorhq/major/scriptedmodel"
 )
 
 func TestMain(m *testing.M) {
@@ -76,7 +77,14 @@ const testToken = "full-stack-token"
 // start runs the whole program, as `major serve`, on a free port.
 func start(tb testing.TB, extra ...string) *server {
 	tb.Helper()
-	env := clitest.New(tb, nil)
+	return startModel(tb, nil, extra...)
+}
+
+// startModel is start with the model answering through respond (nil: the
+// directive script).
+func startModel(tb testing.TB, respond scriptedmodel.Responder, extra ...string) *server {
+	tb.Helper()
+	env := clitest.New(tb, respond)
 	li := linkedintest.New(tb, linkedin.DefaultVersion)
 	li.AddAccount("li-token-sebastian", "urn:li:person:seb")
 	dir := tb.TempDir()

@@ -107,8 +107,10 @@ func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
 		Handlers: func(s *supervisor.Session) supervisor.Handlers {
 			return supervisor.Handlers{
 				// The CLI asks only for tools outside the allowed set: the
-				// person decides each of those.
-				CanUseTool: p.Chat.CanUseTool(relay.AskPolicy{Timeout: l.askTimeout, Ask: func(string) bool { return true }}),
+				// person decides each of those, on a card or, for a
+				// publishing tool, in the chat itself.
+				CanUseTool: p.Chat.CanUseTool(relay.AskPolicy{Timeout: l.askTimeout, Ask: func(string) bool { return true },
+					ConfirmInChat: func(tool string) bool { return publishing[tool] }}),
 				HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {
 					return l.hooks.Handle(ctx, s, req)
 				},
