@@ -85,4 +85,5 @@ export class Api {
 export const SHOWN_TYPES = [
   'turn_start', 'text', 'status', 'tool', 'done', 'error',
   'question', 'question_answered', 'permission', 'permission_answered',
+  'draft', 'draft_answered',
 ];

@@ -122,8 +122,13 @@ export class ChatView {
       case 'permission':
         if (!this.cards.has(ev.request_id)) this.addPermission(ev);
         break;
+      case 'draft':
+        // Held back until the person confirms, here or in the chat.
+        if (!this.cards.has(ev.request_id)) this.addPermission(ev, true);
+        break;
       case 'question_answered':
       case 'permission_answered':
+      case 'draft_answered':
         this.answered(ev);
         break;
       default:
@@ -322,13 +327,13 @@ export class ChatView {
     this.setStatus('Waiting for your answer');
   }
 
-  addPermission(ev) {
+  addPermission(ev, draft = false) {
     this.flush();
     this.segment = null;
     const id = 'p' + ++cardCounter;
     const fields = h('fieldset', { class: 'card-fields' });
     const card = h('form', { class: 'card permission', 'aria-labelledby': id + '-title', 'data-request-id': ev.request_id },
-      h('h3', { id: id + '-title', class: 'card-title' }, 'Allow ', h('code', { text: toolLabel(ev.tool) }), '?'),
+      h('h3', { id: id + '-title', class: 'card-title' }, draft ? 'Publish with ' : 'Allow ', h('code', { text: toolLabel(ev.tool) }), '?'),
       ev.reason ? h('p', { class: 'card-reason', text: ev.reason }) : null,
       fields,
       h('p', { class: 'form-error', role: 'alert', hidden: true }));
@@ -337,12 +342,12 @@ export class ChatView {
     const answer = (behavior, remember) => this.settle(card, fields, () => this.actions.permission(ev.request_id, behavior, remember));
     fields.appendChild(h('div', { class: 'card-actions' },
       h('button', { type: 'button', class: 'primary', text: 'Allow', onclick: () => answer('allow', false) }),
-      h('button', { type: 'button', text: 'Allow for this session', onclick: () => answer('allow', true) }),
+      draft ? null : h('button', { type: 'button', text: 'Allow for this session', onclick: () => answer('allow', true) }),
       h('button', { type: 'button', class: 'danger', text: 'Deny', onclick: () => answer('deny', false) })));
     card.addEventListener('submit', (e) => e.preventDefault());
     this.part(card);
-    this.cards.set(ev.request_id, { el: card, kind: 'permission', tool: ev.tool });
-    this.setStatus('Waiting for your permission');
+    this.cards.set(ev.request_id, { el: card, kind: draft ? 'draft' : 'permission', tool: ev.tool });
+    if (!draft) this.setStatus('Waiting for your permission');
   }
 
   answered(ev) {
@@ -357,6 +362,11 @@ export class ChatView {
       } else {
         text = ev.outcome === 'timeout' ? 'The question timed out.' : 'The question was cancelled.';
       }
+    } else if (card.kind === 'draft') {
+      const tool = toolLabel(card.tool);
+      const how = ev.by === 'chat' ? ' in the chat' : '';
+      if (ev.outcome === 'answered') text = (ev.behavior === 'allow' ? 'Confirmed ' : 'Declined ') + tool + how + '.';
+      else text = `The draft for ${tool} expired.`;
     } else {
       const tool = toolLabel(card.tool);
       if (ev.outcome === 'answered') text = (ev.behavior === 'allow' ? 'Allowed ' : 'Denied ') + tool + '.';

@@ -34,9 +34,9 @@ export class StreamError extends Error {
   }
 }
 
-// The events an open question or permission prompt is sent again with
-// when a client re-attaches, even if it saw them before.
-const RESENT = new Set(['question', 'permission']);
+// The events an open question, permission prompt or draft is sent again
+// with when a client re-attaches, even if it saw them before.
+const RESENT = new Set(['question', 'permission', 'draft']);
 
 // EventStream attaches to one session's events and keeps attached.
 //
