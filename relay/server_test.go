@@ -35,7 +35,10 @@ type harness struct {
 type harnessOpts struct {
 	askTimeout time.Duration
 	askTools   []string
-	ping       time.Duration
+	// confirmTools are the askTools confirmed in chat when no client can
+	// answer.
+	confirmTools []string
+	ping         time.Duration
 	// env reuses a test world (a restarted server); nil makes a new one.
 	env      *clitest.Env
 	stateDir string
@@ -76,12 +79,16 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 				Grace:          2 * time.Second,
 			},
 			Handlers: func(*supervisor.Session) supervisor.Handlers {
-				ask := map[string]bool{}
+				ask, confirm := map[string]bool{}, map[string]bool{}
 				for _, t := range o.askTools {
 					ask[t] = true
 				}
+				for _, t := range o.confirmTools {
+					confirm[t] = true
+				}
 				return supervisor.Handlers{CanUseTool: p.Chat.CanUseTool(relay.AskPolicy{
 					Timeout: o.askTimeout, Ask: func(tool string) bool { return ask[tool] },
+					ConfirmInChat: func(tool string) bool { return confirm[tool] },
 				})}
 			},
 			Sink:         p.Sink,
