@@ -18,6 +18,10 @@ import (
 // ErrClosed is returned by a GitSync that has been closed.
 var ErrClosed = errors.New("git sync is closed")
 
+// errWritesOpen says a sync did not pull because files were still being
+// written; the next sync catches up.
+var errWritesOpen = errors.New("files were still being written, so the vault was not pulled; the next sync catches up")
+
 // GitConfig configures a GitSync.
 type GitConfig struct {
 	// Root is the vault repository's work tree.
@@ -38,6 +42,15 @@ type GitConfig struct {
 	Git string
 	// Env is added to the environment of every git call.
 	Env []string
+	// WriteTTL bounds how long a file-tool write's lease (BeginWrite) is
+	// honoured when its end is never reported; default 2m.
+	WriteTTL time.Duration
+	// WriteWait bounds how long a sync waits for open writes; after it,
+	// the sync commits without pulling or retrying a push. Default 10s.
+	WriteWait time.Duration
+	// WriteHold bounds how long a write waits for a running sync before
+	// BeginWrite gives up with ErrSyncRunning; default 20s.
+	WriteHold time.Duration
 	// AuthorName and AuthorEmail sign the commits; default "Major" and
 	// "major@localhost".
 	AuthorName, AuthorEmail string
@@ -58,6 +71,8 @@ type GitSync struct {
 	base context.Context
 	stop context.CancelFunc
 	once sync.Once
+	// writes are the file-tool writes in flight in the work tree.
+	writes *writeLeases
 }
 
 // NewGitSync returns a GitSync for the repository at cfg.Root.
@@ -77,14 +92,42 @@ func NewGitSync(cfg GitConfig) *GitSync {
 	if cfg.AuthorEmail == "" {
 		cfg.AuthorEmail = "major@localhost"
 	}
+	if cfg.WriteTTL <= 0 {
+		cfg.WriteTTL = 2 * time.Minute
+	}
+	if cfg.WriteWait <= 0 {
+		cfg.WriteWait = 10 * time.Second
+	}
+	if cfg.WriteHold <= 0 {
+		cfg.WriteHold = 20 * time.Second
+	}
 	base, stop := context.WithCancel(context.Background())
 	return &GitSync{
-		cfg:  cfg,
-		log:  cfg.Logger.With().Str("component", "gitsync").Logger(),
-		sem:  make(chan struct{}, 1),
-		base: base,
-		stop: stop,
+		cfg:    cfg,
+		log:    cfg.Logger.With().Str("component", "gitsync").Logger(),
+		sem:    make(chan struct{}, 1),
+		base:   base,
+		stop:   stop,
+		writes: newWriteLeases(cfg.WriteTTL),
 	}
+}
+
+// BeginWrite records that a file tool (toolUseID, in session) is about to
+// write into the work tree, so no sync pulls under it. While a sync runs
+// it waits, up to WriteHold, then fails with ErrSyncRunning. EndWrite or
+// EndWrites ends it; one never ended expires after WriteTTL.
+func (g *GitSync) BeginWrite(ctx context.Context, session, toolUseID string) error {
+	return g.writes.begin(ctx, writeKey{session, toolUseID}, g.cfg.WriteHold)
+}
+
+// EndWrite records that the write toolUseID of session is over.
+func (g *GitSync) EndWrite(session, toolUseID string) {
+	g.writes.end(writeKey{session, toolUseID})
+}
+
+// EndWrites ends every write of session (its turn is over).
+func (g *GitSync) EndWrites(session string) {
+	g.writes.endSession(session)
 }
 
 // Close stops the git call in flight, waits for its writer to finish and
@@ -124,6 +167,16 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 	stop := context.AfterFunc(g.base, cancel)
 	defer stop()
 
+	// A pull rewrites the work tree (autostash, rebase): file tools must
+	// not write meanwhile. When they do not stop in time, this write is
+	// committed without a pull, and pushed only if the remote takes it as
+	// it is.
+	quiet, release := g.writes.quiesce(ctx, g.cfg.WriteWait)
+	defer release()
+	if !quiet {
+		g.log.Warn().Dur("waited", g.cfg.WriteWait).Msg("files are still being written; committing without pulling")
+	}
+
 	// Git failing before the write must not lose the write: it goes ahead,
 	// and the error is returned after it.
 	up, upErr := g.upstream(ctx)
@@ -131,7 +184,9 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 		upErr = g.fail("find upstream", upErr)
 	}
 	var pullErr error
-	if up.remote != "" {
+	if up.remote != "" && !quiet {
+		pullErr = errWritesOpen
+	} else if up.remote != "" {
 		pullErr = g.pull(ctx, up)
 		if pullErr != nil {
 			g.log.Warn().Err(pullErr).Msg("pull before write failed; writing and committing locally")
@@ -161,7 +216,14 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 	case up.remote == "":
 		return also
 	case committed:
-		if err := g.push(ctx, up); err != nil {
+		retries := g.cfg.PushRetries
+		if !quiet {
+			retries = 0 // a retry pulls
+		}
+		if err := g.push(ctx, up, retries); err != nil {
+			if !quiet {
+				err = fmt.Errorf("%w; %w", errWritesOpen, err)
+			}
 			return errors.Join(g.fail("push", err), also)
 		}
 		return also
@@ -350,10 +412,10 @@ func refusedPaths(err error) []string {
 }
 
 // push pushes HEAD; when the remote rejects it (someone pushed meanwhile)
-// it pulls with rebase and tries again, PushRetries times at most.
-func (g *GitSync) push(ctx context.Context, up upstream) error {
+// it pulls with rebase and tries again, retries times at most.
+func (g *GitSync) push(ctx context.Context, up upstream, retries int) error {
 	var err error
-	for attempt := 0; attempt <= g.cfg.PushRetries; attempt++ {
+	for attempt := 0; attempt <= retries; attempt++ {
 		if attempt > 0 {
 			g.log.Info().Int("attempt", attempt).Msg("push rejected; pulling and retrying")
 			if perr := g.pull(ctx, up); perr != nil {
@@ -365,7 +427,7 @@ func (g *GitSync) push(ctx context.Context, up upstream) error {
 			return err
 		}
 	}
-	return fmt.Errorf("still rejected after %d retries: %w", g.cfg.PushRetries, err)
+	return fmt.Errorf("still rejected after %d retries: %w", retries, err)
 }
 
 // rejected tells a push the remote refused because it has commits we lack

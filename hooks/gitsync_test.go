@@ -249,3 +249,60 @@ func TestGitSyncCommitsAroundARefusedPath(t *testing.T) {
 		t.Fatal("a commit without changes")
 	}
 }
+func TestGitSyncDoesNotPullUnderAnOpenWrite(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	remote := withRemote(t, root)
+	otherClone(t, remote, "elsewhere.md")
+	// The sync waits as briefly as it can for the open write.
+	g := newGitSync(t, hooks.GitConfig{Root: root, WriteWait: time.Nanosecond})
+	if err := g.BeginWrite(context.Background(), "s1", "tool-1"); err != nil {
+		t.Fatal(err)
+	}
+	err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
+		writeFile(t, filepath.Join(root, "log.md"), "x\n")
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "still being written") {
+		t.Fatalf("sync under an open write: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "elsewhere.md")); err == nil {
+		t.Fatal("pulled while a write was open")
+	}
+	if got := git(t, root, "log", "-1", "--format=%s"); got != "Log" {
+		t.Fatalf("last commit = %q, want the write committed locally", got)
+	}
+	// Once the write is over, the next sync catches up.
+	g.EndWrite("s1", "tool-1")
+	if err := g.Commit(context.Background(), "Again", "log.md"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "log.md"), "y\n")
+	if err := g.Commit(context.Background(), "Again", "log.md"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "elsewhere.md")); err != nil {
+		t.Fatal("not pulled after the write ended")
+	}
+}
+
+func TestGitSyncHoldsWritesBack(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	g := newGitSync(t, hooks.GitConfig{Root: root, WriteHold: time.Nanosecond})
+	err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
+		// A file tool starting now, while the sync runs, is held back.
+		if err := g.BeginWrite(context.Background(), "s1", "tool-1"); !errors.Is(err, hooks.ErrSyncRunning) {
+			return fmt.Errorf("write during a sync: %v", err)
+		}
+		writeFile(t, filepath.Join(root, "log.md"), "x\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.BeginWrite(context.Background(), "s1", "tool-2"); err != nil {
+		t.Fatalf("write after the sync: %v", err)
+	}
+	g.EndWrites("s1")
+}

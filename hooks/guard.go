@@ -25,6 +25,24 @@ var pathKeys = map[string]bool{
 // (target_path, output_file, src_dir).
 var pathSuffixes = []string{"path", "paths", "_file", "_files", "filename", "_dir", "_directory", "_folder"}
 
+// writes reports whether a tool call with these input fields may change
+// files in the vault: a tool not known to be read-only that names a path.
+// The protected names and the write leases (which keep a git sync out of
+// a write's way) both follow it.
+func writes(tool string, fields map[string]any) bool {
+	return !readOnlyTools[tool] && len(pathsIn(fields)) > 0
+}
+
+// writesInput is writes for a raw tool input; an input that is not a JSON
+// object writes nothing (the guard refuses it anyway).
+func writesInput(tool string, input json.RawMessage) bool {
+	var fields map[string]any
+	if json.Unmarshal(input, &fields) != nil {
+		return false
+	}
+	return writes(tool, fields)
+}
+
 // Guard decides whether a tool call stays inside one person's vault.
 type Guard struct {
 	// VaultRoot holds one folder per person.
@@ -70,7 +88,7 @@ func (g Guard) Check(person, cwd, tool string, input json.RawMessage) string {
 		if reason != "" {
 			return reason
 		}
-		if readOnlyTools[tool] {
+		if !writes(tool, fields) {
 			continue
 		}
 		// Both the path as written and where it really lands: a link may

@@ -22,6 +22,8 @@ const (
 	CallbackVaultGuard   = "vault_guard"
 	CallbackWebFetchLog  = "webfetch_log"
 	CallbackWebSearchLog = "websearch_log"
+	// CallbackToolDone ends a write's lease after the tool ran or failed.
+	CallbackToolDone = "tool_done"
 )
 
 // Config configures Hooks.
@@ -80,9 +82,17 @@ func (h *Hooks) Matchers() map[string][]supervisor.HookMatcher {
 	// The CLI's own hook timeout must outlast ours, or it would give up
 	// on a log that is still being recorded.
 	logTimeout := int((h.cfg.LogTimeout+10*time.Second)/time.Second) + 1
+	// The guard may hold a write back while a git sync runs.
+	guardTimeout := logTimeout
+	if h.cfg.Git != nil {
+		guardTimeout = int((h.cfg.Git.cfg.WriteHold+10*time.Second)/time.Second) + 1
+	}
+	done := []supervisor.HookMatcher{{Matcher: "*", HookCallbackIDs: []string{CallbackToolDone}}}
 	return map[string][]supervisor.HookMatcher{
+		"PostToolUse":        done,
+		"PostToolUseFailure": done,
 		"PreToolUse": {
-			{Matcher: "*", HookCallbackIDs: []string{CallbackVaultGuard}},
+			{Matcher: "*", HookCallbackIDs: []string{CallbackVaultGuard}, Timeout: guardTimeout},
 			{Matcher: "WebFetch", HookCallbackIDs: []string{CallbackWebFetchLog}, Timeout: logTimeout},
 			{Matcher: "WebSearch", HookCallbackIDs: []string{CallbackWebSearchLog}, Timeout: logTimeout},
 		},
@@ -108,6 +118,19 @@ func (h *Hooks) Handle(ctx context.Context, c Caller, req *supervisor.ControlReq
 		if reason := h.guard.Check(c.Person(), in.Cwd, in.ToolName, in.ToolInput); reason != "" {
 			log.Warn().RawJSON("input", safeRaw(in.ToolInput)).Str("reason", reason).Msg("tool call denied by the vault guard")
 			return deny(reason), nil
+		}
+		if h.cfg.Git != nil && writesInput(in.ToolName, in.ToolInput) {
+			// The lease ends with the tool's PostToolUse (or its failure),
+			// or with the turn.
+			if err := h.cfg.Git.BeginWrite(ctx, c.ID(), toolUseID(req, in)); err != nil {
+				log.Warn().Err(err).Msg("write held back by a git sync for too long")
+				return deny("The notes are being synced with git right now, so this write was not made. Try it again in a moment."), nil
+			}
+		}
+		return proceed(), nil
+	case CallbackToolDone:
+		if h.cfg.Git != nil {
+			h.cfg.Git.EndWrite(c.ID(), toolUseID(req, in))
 		}
 		return proceed(), nil
 	case CallbackWebFetchLog:
@@ -148,6 +171,22 @@ func (h *Hooks) record(ctx context.Context, log zerolog.Logger, c Caller, rel, w
 		log.Error().Err(err).Str("log", rel).Msg("audit log not recorded")
 		c.Notice(fmt.Sprintf("%s: the audit log %s could not be updated and synced; the request went ahead.", what, rel))
 	}
+}
+
+// EndTurn ends every write lease of the session whose turn is over, so a
+// write whose end was never reported holds no sync back.
+func (h *Hooks) EndTurn(sessionID string) {
+	if h.cfg.Git != nil {
+		h.cfg.Git.EndWrites(sessionID)
+	}
+}
+
+// toolUseID is the tool call a hook callback is about.
+func toolUseID(req *supervisor.ControlRequest, in supervisor.HookInput) string {
+	if in.ToolUseID != "" {
+		return in.ToolUseID
+	}
+	return req.ToolUseID
 }
 
 // CommitTurn commits what a turn changed in person's vault, and only there,

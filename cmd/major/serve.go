@@ -64,6 +64,7 @@ type launcher struct {
 // turn's end is published; a git failure becomes a status of that turn,
 // never fails it.
 func (l *launcher) endTurn(ctx context.Context, person, sessionID string) string {
+	l.hooks.EndTurn(sessionID)
 	if err := l.hooks.CommitTurn(ctx, person, sessionID); err != nil {
 		l.log.Warn().Err(err).Str("session", sessionID).Msg("end-of-turn commit failed")
 		return "Your notes are saved, but committing them to git failed: " + err.Error()
