@@ -270,7 +270,41 @@ func (g *GitSync) acquire(ctx context.Context) error {
 
 func (g *GitSync) fail(step string, err error) error {
 	g.log.Error().Err(err).Str("step", step).Msg("git sync failed")
-	return fmt.Errorf("git %s: %w", step, err)
+	return &SyncError{Step: step, Err: err}
+}
+
+// SyncError is a step of a sync that failed; Err has git's own words,
+// which belong in the server's log.
+type SyncError struct {
+	Step string // "find upstream", "commit" or "push"
+	Err  error
+}
+
+func (e *SyncError) Error() string { return "git " + e.Step + ": " + e.Err.Error() }
+func (e *SyncError) Unwrap() error { return e.Err }
+
+// Explain says in plain words what a failed sync means for the person's
+// notes. It never repeats git's output, which can name the server's paths
+// or a remote's address with its credentials; that goes to the log.
+func Explain(err error) string {
+	var refused *RefusedPathsError
+	var failed *SyncError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &failed) && failed.Step == "push":
+		return "Your notes are saved and committed, but sending them to the shared repository failed; the next change tries again."
+	case errors.As(err, &failed):
+		return "Your notes are saved, but recording them in git failed; the server's log has the details."
+	case errors.Is(err, errWritesOpen):
+		return "Your notes are saved and committed; they are synced with the shared repository with the next change."
+	case errors.As(err, &refused):
+		return fmt.Sprintf("Your notes are saved and committed, except %s, whose name git does not accept.", strings.Join(refused.Paths, ", "))
+	case errors.Is(err, ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "Your notes are saved, but the server could not record them in git in time; the next change records them."
+	default:
+		return "Your notes are saved, but syncing them with git failed; the server's log has the details."
+	}
 }
 
 // checkPaths refuses paths that are absolute or leave the work tree: they

@@ -48,8 +48,15 @@ func TestTurnEndGitFailureIsReportedInTheTurn(t *testing.T) {
 		t.Fatalf("turn ended with %v", last)
 	}
 	status := evs[len(evs)-2]
-	if status["type"] != "status" || !strings.Contains(status["message"].(string), "committing them to git failed") {
+	if status["type"] != "status" || !strings.Contains(status["message"].(string), "sending them to the shared repository failed") {
 		t.Fatalf("event before done: %v\nall: %v", status, evs)
+	}
+	// git's own words name the server's paths and the remote's address
+	// (which may carry credentials): they stay in the log.
+	for _, secret := range []string{"gone.git", s.env.VaultRoot, "fatal", "git push"} {
+		if strings.Contains(status["message"].(string), secret) {
+			t.Fatalf("the status shows the person %q: %v", secret, status)
+		}
 	}
 	if got := gitIn(t, s.env.VaultRoot, "log", "--format=%s", "--", "sebastian/note.md"); !strings.HasPrefix(got, "Session ") {
 		t.Fatalf("the note was not committed locally: %q", got)

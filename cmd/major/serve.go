@@ -67,7 +67,7 @@ func (l *launcher) endTurn(ctx context.Context, person, sessionID string) string
 	l.hooks.EndTurn(sessionID)
 	if err := l.hooks.CommitTurn(ctx, person, sessionID); err != nil {
 		l.log.Warn().Err(err).Str("session", sessionID).Msg("end-of-turn commit failed")
-		return "Your notes are saved, but committing them to git failed: " + err.Error()
+		return hooks.Explain(err)
 	}
 	return ""
 }
