@@ -40,6 +40,9 @@ type ServerConfig struct {
 	Metrics http.Handler
 	// Static, when set, serves the web client at /.
 	Static http.FileSystem
+	// CORSOrigins are the browser origins (scheme://host[:port]) allowed
+	// to call the API from another site; none by default.
+	CORSOrigins []string
 	// Done is closed when the server shuts down; streams end then.
 	Done <-chan struct{}
 }
@@ -70,6 +73,9 @@ func NewServer(cfg ServerConfig) *Server {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(s.recoverer, s.accessLog)
+	if len(cfg.CORSOrigins) > 0 {
+		r.Use(cors(cfg.CORSOrigins))
+	}
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, &apiError{http.StatusNotFound, "no such endpoint: " + c.Request.URL.Path})
 	})
@@ -93,6 +99,8 @@ func NewServer(cfg ServerConfig) *Server {
 	api.GET("/sessions/:id/events", s.events)
 	api.GET("/sessions/:id/messages", s.messages)
 	api.POST("/sessions/:id/messages", s.postMessage)
+	api.GET("/sessions/:id/queue", s.listQueue)
+	api.DELETE("/sessions/:id/queue/:queue_id", s.cancelQueued)
 	api.POST("/sessions/:id/interrupt", s.interrupt)
 	api.POST("/sessions/:id/answer", s.answer)
 	api.POST("/sessions/:id/permission", s.permission)
@@ -133,6 +141,13 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, msg = http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, supervisor.ErrBusy):
 		status, msg = http.StatusConflict, "the session is already running a turn; wait for it to finish or interrupt it"
+	case errors.Is(err, ErrQueueFull):
+		status, msg = http.StatusTooManyRequests, err.Error()+"; wait for the replies or cancel a waiting message"
+		c.Header("Retry-After", "10")
+	case errors.Is(err, ErrNotQueued):
+		status, msg = http.StatusNotFound, "no such waiting message; it may have started already"
+	case errors.Is(err, ErrCancelled):
+		status, msg = http.StatusConflict, "the message was cancelled before it ran"
 	case errors.Is(err, supervisor.ErrNotRunning):
 		status, msg = http.StatusConflict, "the session is not running a turn"
 	case errors.Is(err, supervisor.ErrClosed):
@@ -244,56 +259,108 @@ func (s *Server) bind(c *gin.Context, req validated) bool {
 	return true
 }
 
-// chatSession finds or creates the session of a chat request.
-func (s *Server) chatSession(c *gin.Context) (*Chat, chatRequest, bool) {
+// chatTicket finds or creates the session of a chat request and hands it
+// the message. The same text as a message already on its way in that
+// session (or, without a known session id, one that opened a session of
+// the person's) is a client sending again after its connection dropped:
+// it follows that message instead of reaching the model twice.
+func (s *Server) chatTicket(c *gin.Context) (*Chat, *Ticket, chatRequest, bool) {
 	var req chatRequest
 	if !s.bind(c, &req) {
-		return nil, req, false
+		return nil, nil, req, false
 	}
-	chat, err := s.cfg.Sessions.GetOrCreate(req.SessionID, personOf(c))
+	person := personOf(c)
+	chat, err := s.cfg.Sessions.Get(req.SessionID, person)
+	opened := err != nil
+	if opened {
+		if prev, t := s.cfg.Sessions.resendTarget(person, req.Message); t != nil {
+			return prev, t, req, true
+		}
+		if chat, err = s.cfg.Sessions.GetOrCreate("", person); err != nil {
+			s.fail(c, err)
+			return nil, nil, req, false
+		}
+	}
+	t, err := s.cfg.Sessions.submit(chat, req.Message, submitOpts{stream: true, opened: opened})
 	if err != nil {
 		s.fail(c, err)
-		return nil, req, false
+		return nil, nil, req, false
 	}
-	return chat, req, true
+	return chat, t, req, true
 }
 
-// startTurn subscribes to the chat's stream and then starts a turn, so no
-// event of the turn can be missed.
-func (s *Server) startTurn(c *gin.Context, chat *Chat, message string) (*Subscription, bool) {
-	sub, err := chat.Stream().Subscribe(chat.Stream().Seq(), nil, s.cfg.SubscriberBuffer)
+// Statuses a waiting chat-stream shows.
+const (
+	queuedStatus   = "Waiting for the reply to your previous message ..."
+	slotWaitStatus = "Waiting for a free assistant process ..."
+)
+
+// awaitTurn waits until t's turn starts, calling idle every ping interval
+// and status when t waits in the queue or for a free process. The error
+// is why the turn never started, or why the wait ended first.
+func (s *Server) awaitTurn(ctx context.Context, t *Ticket, status func(string) error, idle func() error) error {
+	if status == nil {
+		status = func(string) error { return nil }
+	}
+	if idle == nil {
+		idle = func() error { return nil }
+	}
+	if t.announced && !isClosed(t.started) {
+		if err := status(queuedStatus); err != nil {
+			return err
+		}
+	}
+	ping := time.NewTimer(s.cfg.PingInterval)
+	defer ping.Stop()
+	slot := t.slotWait
+	for {
+		if isClosed(t.started) {
+			return t.err
+		}
+		select {
+		case <-t.started:
+			return t.err
+		case <-slot:
+			slot = nil
+			if err := status(slotWaitStatus); err != nil {
+				return err
+			}
+			ping.Reset(s.cfg.PingInterval)
+		case <-ping.C:
+			if err := idle(); err != nil {
+				return err
+			}
+			ping.Reset(s.cfg.PingInterval)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.cfg.Done:
+			return errShuttingDown
+		}
+	}
+}
+
+// followTurn calls fn for each event of t's turn (started), from its
+// first up to and including its terminal event, replaying what was
+// already published. It returns false if the stream ended first (client
+// gone, cut off, shutdown).
+func (s *Server) followTurn(ctx context.Context, chat *Chat, t *Ticket, fn func(*Event) error, idle func() error) (bool, error) {
+	turn := t.turn
+	sub, err := chat.Stream().Subscribe(t.startSeq, func(ev *Event) bool { return ev.Turn == turn }, s.cfg.SubscriberBuffer)
 	if err != nil {
-		s.fail(c, err)
-		return nil, false
+		return false, err
 	}
-	if err := s.cfg.Sessions.Send(context.WithoutCancel(c.Request.Context()), chat, message); err != nil {
-		sub.Close()
-		s.fail(c, err)
-		return nil, false
-	}
-	return sub, true
-}
-
-// turnEvents calls fn for each event of the turn that starts next on sub,
-// up to and including its terminal event. It returns false if the stream
-// ended first (client gone, cut off, shutdown).
-func (s *Server) turnEvents(ctx context.Context, sub *Subscription, fn func(*Event) error, idle func() error) (bool, error) {
-	turn := 0
+	defer sub.Close()
 	// handle reports whether ev ended the turn.
 	handle := func(ev *Event) (bool, error) {
-		if turn == 0 {
-			if ev.Type == "turn_start" {
-				turn = ev.Turn
-			}
-			return false, nil
-		}
-		if ev.Turn != turn {
-			return false, nil
-		}
 		if err := fn(ev); err != nil {
 			return false, err
 		}
 		return ev.Terminal, nil
+	}
+	for _, ev := range sub.Replay {
+		if end, err := handle(ev); end || err != nil {
+			return end, err
+		}
 	}
 	ping := time.NewTimer(s.cfg.PingInterval)
 	defer ping.Stop()
@@ -341,50 +408,77 @@ var pingLine = []byte(`{"type":"ping"}`)
 
 // chatStream is the compat streaming endpoint of shared/seeds/004.
 func (s *Server) chatStream(c *gin.Context) {
-	chat, req, ok := s.chatSession(c)
+	chat, t, req, ok := s.chatTicket(c)
 	if !ok {
 		return
 	}
 	if req.Interactive {
 		defer chat.AttachInteractive()()
 	}
-	sub, ok := s.startTurn(c, chat, req.Message)
-	if !ok {
+	w := newLineWriter(c, s.cfg.WriteTimeout)
+	// The headers go out at once: a proxy with an idle limit must not cut
+	// a message that waits for its turn.
+	if w.flush() != nil {
 		return
 	}
-	defer sub.Close()
-	w := newLineWriter(c, s.cfg.WriteTimeout)
-	_, err := s.turnEvents(c.Request.Context(), sub, func(ev *Event) error {
-		if ev.Compat == nil {
-			return nil // not an event the compat clients know
+	ctx := c.Request.Context()
+	status := func(msg string) error { return w.line(mustJSON(statusEvent{Type: "status", Message: msg})) }
+	ping := func() error { return w.line(pingLine) }
+	err := s.awaitTurn(ctx, t, status, ping)
+	if err == nil {
+		var done bool
+		done, err = s.followTurn(ctx, chat, t, func(ev *Event) error {
+			if ev.Compat == nil {
+				return nil // not an event the compat clients know
+			}
+			return w.line(ev.Compat)
+		}, ping)
+		if done {
+			chat.delivered(t)
+			return
 		}
-		return w.line(ev.Compat)
-	}, func() error { return w.line(pingLine) })
+	}
+	if ctx.Err() != nil || w.err != nil {
+		return // the client is gone
+	}
+	_ = w.line(mustJSON(errorEvent{Type: "error", Message: streamEndMessage(err)}))
+}
+
+// streamEndMessage is what a compat client reads when its turn could not
+// be streamed to the end: it never started, or the stream was cut.
+func streamEndMessage(err error) string {
 	switch {
 	case errors.Is(err, ErrSlow):
-		_ = w.line(mustJSON(errorEvent{Type: "error", Message: "This connection fell too far behind and was cut off; the answer continues in the session."}))
-	case errors.Is(err, errStreamClosed):
-		_ = w.line(mustJSON(errorEvent{Type: "error", Message: "The session was closed."}))
-	case errors.Is(err, errShuttingDown):
-		_ = w.line(mustJSON(errorEvent{Type: "error", Message: "The server is shutting down; send your message again shortly."}))
+		return "This connection fell too far behind and was cut off; the answer continues in the session."
+	case errors.Is(err, errStreamClosed), errors.Is(err, supervisor.ErrClosed):
+		return "The session was closed."
+	case errors.Is(err, errShuttingDown), errors.Is(err, errShutdown):
+		return "The server is shutting down; send your message again shortly."
+	case errors.Is(err, ErrCancelled):
+		return "Your message was cancelled before it ran."
+	case errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, ErrUnavailable):
+		return "The server is busy; send your message again shortly."
 	}
+	return "Your message could not be run: " + errText(err)
 }
 
 // chat is the compat non-streaming endpoint: the same turn, answered as one
 // JSON object.
 func (s *Server) chat(c *gin.Context) {
-	chat, req, ok := s.chatSession(c)
+	chat, t, _, ok := s.chatTicket(c)
 	if !ok {
 		return
 	}
-	sub, ok := s.startTurn(c, chat, req.Message)
-	if !ok {
+	ctx := c.Request.Context()
+	if err := s.awaitTurn(ctx, t, nil, nil); err != nil {
+		if ctx.Err() == nil {
+			s.fail(c, err)
+		}
 		return
 	}
-	defer sub.Close()
 	var text strings.Builder
 	var terminal *Event
-	done, err := s.turnEvents(c.Request.Context(), sub, func(ev *Event) error {
+	done, err := s.followTurn(ctx, chat, t, func(ev *Event) error {
 		switch {
 		case ev.Terminal:
 			terminal = ev
@@ -397,11 +491,12 @@ func (s *Server) chat(c *gin.Context) {
 		return nil
 	}, nil)
 	if !done {
-		if c.Request.Context().Err() == nil {
+		if ctx.Err() == nil {
 			s.fail(c, &apiError{http.StatusServiceUnavailable, "the turn did not finish: " + errText(err)})
 		}
 		return
 	}
+	chat.delivered(t)
 	if terminal.Type == "error" {
 		var e errorEvent
 		_ = json.Unmarshal(terminal.Compat, &e)
@@ -570,7 +665,8 @@ func typeFilter(spec string) (func(*Event) bool, error) {
 	return func(ev *Event) bool { return want[ev.Type] }, nil
 }
 
-// postMessage starts a turn without holding a stream open.
+// postMessage starts a turn without holding a stream open, or queues it
+// behind the running one.
 func (s *Server) postMessage(c *gin.Context) {
 	chat, ok := s.session(c)
 	if !ok {
@@ -581,11 +677,46 @@ func (s *Server) postMessage(c *gin.Context) {
 		return
 	}
 	seq := chat.Stream().Seq()
-	if err := s.cfg.Sessions.Send(context.WithoutCancel(c.Request.Context()), chat, req.Message); err != nil {
+	t, err := s.cfg.Sessions.submit(chat, req.Message, submitOpts{})
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusAccepted, gin.H{"session_id": chat.ID, "after": seq})
+	if !t.announced {
+		// It starts now: wait until it has, so a full server answers 503.
+		select {
+		case <-t.started:
+		case <-c.Request.Context().Done():
+			return
+		}
+		if t.err != nil {
+			s.fail(c, t.err)
+			return
+		}
+	}
+	c.JSON(http.StatusAccepted, gin.H{"session_id": chat.ID, "after": seq, "queue_id": t.ID, "queued": t.announced})
+}
+
+// listQueue lists the session's waiting messages.
+func (s *Server) listQueue(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "queue": chat.Queue()})
+}
+
+// cancelQueued cancels a waiting message.
+func (s *Server) cancelQueued(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	if err := chat.CancelQueued(c.Param("queue_id")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"cancelled": true})
 }
 
 func (s *Server) interrupt(c *gin.Context) {

@@ -38,6 +38,8 @@ type SessionInfo struct {
 	Created      time.Time `json:"created"`
 	LastActivity time.Time `json:"last_activity"`
 	State        string    `json:"state"`
+	// Queued is how many messages wait for the running turn.
+	Queued int `json:"queued"`
 }
 
 // SessionParams is what a Launcher needs to start a supervisor session.
@@ -83,8 +85,11 @@ type SessionsConfig struct {
 	// given TurnEndTimeout (default 1m).
 	TurnEnd        func(ctx context.Context, person, sessionID string) (status string)
 	TurnEndTimeout time.Duration
-	Logger         zerolog.Logger
-	Now            func() time.Time
+	// QueueLimit bounds the messages waiting in one session; default
+	// DefaultQueueLimit.
+	QueueLimit int
+	Logger     zerolog.Logger
+	Now        func() time.Time
 }
 
 // Sessions holds every chat session by id.
@@ -92,6 +97,12 @@ type Sessions struct {
 	cfg     SessionsConfig
 	log     zerolog.Logger
 	metrics *Metrics
+
+	// ctx ends the starts of queued turns when the registry closes;
+	// starts is those in flight.
+	ctx    context.Context
+	stop   context.CancelFunc
+	starts sync.WaitGroup
 
 	mu       sync.Mutex
 	byID     map[string]*Chat
@@ -112,7 +123,11 @@ func NewSessions(cfg SessionsConfig) (*Sessions, error) {
 	if cfg.TurnEndTimeout <= 0 {
 		cfg.TurnEndTimeout = time.Minute
 	}
+	if cfg.QueueLimit <= 0 {
+		cfg.QueueLimit = DefaultQueueLimit
+	}
 	s := &Sessions{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Chat), creating: map[string]int{}, metrics: newMetrics()}
+	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.metrics.live = cfg.LiveProcesses
 	s.metrics.sessions = s.counts
 	if cfg.Store == nil {
@@ -163,6 +178,11 @@ type Chat struct {
 	ending    bool
 	held      []supervisor.Event
 	drafts    drafts
+	queue     turnQueue
+	// ctx bounds the starts of this chat's turns; dispatch starts one.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	dispatch func(*Ticket)
 }
 
 // Session is the supervisor session.
@@ -175,6 +195,8 @@ func (c *Chat) Stream() *Stream { return c.stream }
 // results to the stream and keeps the history, all in one order. A turn's
 // end waits for the turn-end hook, and the events after it wait too.
 func (c *Chat) Publish(ev supervisor.Event) {
+	// The next waiting message starts once the lock is released.
+	defer c.startQueued()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// A draft is decided as the person's message goes to the CLI, before
@@ -220,11 +242,13 @@ func (c *Chat) finishTurn(end supervisor.Event, hook func() string) {
 		if next < 0 {
 			c.ending = false
 			c.mu.Unlock()
+			c.startQueued()
 			return
 		}
 		end = held[next]
 		c.held = held[next+1:]
 		c.mu.Unlock()
+		c.startQueued()
 	}
 }
 
@@ -241,8 +265,10 @@ func (c *Chat) apply(ev supervisor.Event) {
 		failed = ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted)
 		c.metrics.turnEnded(took, failed, ev.Interrupted)
 	}
+	var started *Event
 	for _, o := range c.tr.translate(ev) {
-		if e := c.stream.publishJSON(o.body, o.beginTurn, o.terminal); e != nil {
+		e := c.stream.publishJSON(o.body, o.beginTurn, o.terminal)
+		if e != nil {
 			c.observe(e, o.body)
 		}
 		if f, ok := o.body.(errorEvent); ok && ev.Msg != nil {
@@ -251,6 +277,17 @@ func (c *Chat) apply(ev supervisor.Event) {
 			c.log.Warn().Str("kind", f.Kind).Int("status", f.Status).Str("cli_result", oneLine(ev.Msg.Result, 2000)).
 				Strs("cli_errors", ev.Msg.Errors).Msg("turn failed")
 		}
+		if o.beginTurn {
+			started = e
+		}
+	}
+	switch ev.Kind {
+	case supervisor.EventTurnStart:
+		c.startTicket(started, ev.Text, ev.Time)
+	case supervisor.EventTurnEnd:
+		c.endTicket(ev.Time)
+	case supervisor.EventSlotWait:
+		c.slotWaiting()
 	}
 	if ev.Kind == supervisor.EventTurnStart {
 		c.announceDraft()
@@ -366,7 +403,8 @@ func (c *Chat) History() []ChatMessage {
 func (c *Chat) Info() SessionInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return SessionInfo{ID: c.ID, Title: c.title, Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State())}
+	return SessionInfo{ID: c.ID, Title: c.title, Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State()),
+		Queued: len(c.queue.waiting)}
 }
 
 // AttachInteractive counts a client that can answer questions until the
@@ -445,6 +483,7 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 		asks:         newAsks(),
 		log:          s.log.With().Str("session", m.ID).Logger(),
 		metrics:      s.metrics,
+		queue:        turnQueue{limit: s.cfg.QueueLimit},
 	}
 	if hook := s.cfg.TurnEnd; hook != nil {
 		run := func() string {
@@ -466,6 +505,8 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 			return true
 		}
 	}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	c.dispatch = func(t *Ticket) { s.dispatch(c, t) }
 	var err error
 	if s.cfg.Store != nil {
 		if c.elog, err = s.cfg.Store.openLog(m.ID); err == nil {
@@ -592,6 +633,8 @@ func (s *Sessions) Clear(id, person string) bool {
 	if !ok || c.Person != person {
 		return false
 	}
+	c.cancelQueue(supervisor.ErrClosed)
+	c.cancel()
 	if err := c.sess.Close(); err != nil {
 		s.log.Warn().Err(err).Str("session", id).Msg("close session")
 	}
@@ -644,6 +687,9 @@ func (s *Sessions) Shutdown(ctx context.Context) {
 		chats = append(chats, c)
 	}
 	s.mu.Unlock()
+	for _, c := range chats {
+		c.cancelQueue(errShutdown)
+	}
 	var wg sync.WaitGroup
 	for _, c := range chats {
 		if !c.stream.TurnOpen() {
@@ -711,6 +757,11 @@ func (s *Sessions) Close() {
 		chats = append(chats, c)
 	}
 	s.mu.Unlock()
+	for _, c := range chats {
+		c.cancelQueue(errShutdown)
+	}
+	s.stop()
+	defer s.starts.Wait()
 	var wg sync.WaitGroup
 	for _, c := range chats {
 		wg.Add(1)

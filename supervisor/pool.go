@@ -117,6 +117,7 @@ func (p *Pool) acquire(ctx context.Context, self *Session) error {
 	person := self.Person()
 	timer := time.NewTimer(p.cfg.SlotWait)
 	defer timer.Stop()
+	waiting := false
 	for {
 		p.mu.Lock()
 		full := p.cfg.Max > 0 && p.totalLocked() >= p.cfg.Max
@@ -146,6 +147,10 @@ func (p *Pool) acquire(ctx context.Context, self *Session) error {
 		}
 		if evicted {
 			continue
+		}
+		if !waiting {
+			waiting = true
+			self.publish(Event{Kind: EventSlotWait})
 		}
 		select {
 		case <-changed:

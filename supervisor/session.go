@@ -33,6 +33,9 @@ const (
 	EventTurnEnd
 	// EventNotice is something the person should know; Text says what.
 	EventNotice
+	// EventSlotWait says that the next turn waits for a free process slot
+	// (the Pool is full); its EventTurnStart follows once it has one.
+	EventSlotWait
 )
 
 // Event is what a Session publishes to its Sink.

@@ -63,6 +63,7 @@ type config struct {
 	ReadTimeout time.Duration
 	KeepAlive   time.Duration
 	WebDir      string
+	CORSOrigins []string
 }
 
 // envName is the environment variable that stands in for a flag left off
@@ -115,12 +116,18 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.ReadTimeout, "http-read-timeout", 30*time.Second, "how long a client may take to send a request, body included; never limits a streamed answer (MAJOR_HTTP_READ_TIMEOUT)")
 	fs.DurationVar(&c.KeepAlive, "http-idle-timeout", 2*time.Minute, "close a kept-alive connection idle this long between requests (MAJOR_HTTP_IDLE_TIMEOUT)")
 	fs.StringVar(&c.WebDir, "web-dir", "", "development override: serve the web client at /app from this folder instead of the copy built into the binary (MAJOR_WEB_DIR)")
+	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if err := setFromEnv(fs, getenv); err != nil {
 		return c, err
 	}
+	origins, err := relay.ParseOrigins(*corsOrigins)
+	if err != nil {
+		return c, fmt.Errorf("--cors-origins (MAJOR_CORS_ORIGINS): %w", err)
+	}
+	c.CORSOrigins = origins
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}

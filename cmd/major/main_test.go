@@ -362,15 +362,26 @@ func TestWebClientIsBuiltIn(t *testing.T) {
 }
 
 func TestFlagsAndEnv(t *testing.T) {
-	env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", "MAJOR_ADDR": ":9", "MAJOR_ASK_TIMEOUT": "3s"}
+	env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", "MAJOR_ADDR": ":9", "MAJOR_ASK_TIMEOUT": "3s",
+		"MAJOR_CORS_ORIGINS": "https://notes.example, http://localhost:3000"}
 	c, err := parseFlags([]string{"--addr", ":7"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Addr != ":7" || c.VaultRoot != "/v" || c.AuthFile != "/a" || c.AskTimeout != 3*time.Second || c.StateDir == "" || strings.HasPrefix(c.StateDir, "/v") {
+	if c.Addr != ":7" || c.VaultRoot != "/v" || c.AuthFile != "/a" || c.AskTimeout != 3*time.Second || c.StateDir == "" || strings.HasPrefix(c.StateDir, "/v") ||
+		strings.Join(c.CORSOrigins, " ") != "https://notes.example http://localhost:3000" {
 		t.Fatalf("config %+v", c)
 	}
-	for _, args := range [][]string{{}, {"--vault-root", "/v"}, {"--vault-root", "/v", "--auth-file", "/a", "extra"}} {
+	if c, _ := parseFlags(nil, func(k string) string { return env[k] }, io.Discard); len(c.CORSOrigins) == 0 {
+		t.Fatal("MAJOR_CORS_ORIGINS ignored")
+	}
+	if c, _ := parseFlags([]string{"--vault-root", "/v", "--auth-file", "/a"}, func(string) string { return "" }, io.Discard); c.CORSOrigins != nil {
+		t.Fatalf("CORS is on by default: %v", c.CORSOrigins)
+	}
+	for _, args := range [][]string{{}, {"--vault-root", "/v"}, {"--vault-root", "/v", "--auth-file", "/a", "extra"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "*"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "https://notes.example/app"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "notes.example"}} {
 		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Fatalf("args %v accepted", args)
 		}

@@ -277,6 +277,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		WithPerson: mcpserver.WithPerson,
 		Ready:      ready.Check,
 		Done:       done,
+		// Pages of these origins (llm.html served elsewhere) may call the API.
+		CORSOrigins: cfg.CORSOrigins,
 	}
 	srvCfg.Static = clientFiles{dir: http.FS(web.Files())}
 	if cfg.WebDir != "" {

@@ -296,16 +296,21 @@ async function send() {
       openSession(s.id);
     }
     const turns = view.turns;
-    await app.api.postMessage(app.current, text);
+    const sent = await app.api.postMessage(app.current, text);
     ui.message.value = '';
     autosize();
+    if (sent && sent.queued) {
+      // A turn was running after all: the message waits and runs after it.
+      showNotice('Your message runs after the current reply.');
+      return;
+    }
     // Unless the stream already brought the turn (it may even be over).
     app.awaitingTurn = view.turns === turns;
     // The turn's events normally arrive at once; never stay locked if the
     // stream is down.
     setTimeout(() => { if (app.awaitingTurn) { app.awaitingTurn = false; updateChrome(); } }, 15000);
   } catch (err) {
-    if (!authLost(err)) showNotice(err.status === 409 ? 'A reply is still being written. Wait for it or interrupt it.' : err.message);
+    if (!authLost(err)) showNotice(err.status === 429 ? 'Too many messages are waiting in this chat. Wait for the replies.' : err.message);
   } finally {
     app.posting = false;
     updateChrome();

@@ -1,0 +1,414 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// A session runs one turn at a time. A message that arrives while a turn
+// runs waits in the session's queue and runs after it, in order; a message
+// that is the same text as one already on its way (the phone sending again
+// after its connection dropped) joins that one instead of reaching the
+// model twice.
+
+// DefaultQueueLimit bounds the messages waiting in one session: enough for
+// a person who types ahead, few enough that a runaway client cannot pile
+// up work.
+const DefaultQueueLimit = 8
+
+// resendWindow is how long after its turn ended an answer that no
+// chat-stream delivered is replayed to a resend of the same message,
+// instead of sending the message again.
+const resendWindow = 2 * time.Minute
+
+// recentTurns bounds the finished turns kept for resends.
+const recentTurns = 8
+
+// Errors of the queue.
+var (
+	// ErrQueueFull refuses a message when the session's queue is full.
+	ErrQueueFull = errors.New("too many messages are waiting in this session")
+	// ErrCancelled ends a waiting message that was cancelled.
+	ErrCancelled = errors.New("the message was cancelled before it ran")
+	// ErrNotQueued is returned for a queue id that is not waiting (it ran
+	// already, was cancelled, or never existed).
+	ErrNotQueued = errors.New("no such waiting message")
+)
+
+// Ticket follows one message from the moment a session accepts it to the
+// end of its turn. Clients that send the same message again follow the
+// same ticket.
+type Ticket struct {
+	ID      string
+	Message string
+	// Accepted is when the session took the message.
+	Accepted time.Time
+
+	stream    bool // sent by a chat-stream, which delivers its answer
+	opened    bool // sent without a known session id: it opened the session
+	announced bool // it waited: the session's events show it queued
+
+	// started is closed once the message's turn has started (turn and
+	// startSeq set) or never will (err set).
+	started chan struct{}
+	// slotWait is closed when the message starts waiting for a free
+	// process slot.
+	slotWait chan struct{}
+	slotOnce bool
+
+	// Set under Chat.mu; turn, startSeq and err before started closes.
+	turn      int
+	startSeq  int64
+	err       error
+	ended     time.Time
+	delivered bool
+}
+
+func newTicket(message string, now time.Time) *Ticket {
+	return &Ticket{ID: uuid.NewString(), Message: message, Accepted: now,
+		started: make(chan struct{}), slotWait: make(chan struct{})}
+}
+
+// Started is closed when the message's turn has started or it never will;
+// Err then says which.
+func (t *Ticket) Started() <-chan struct{} { return t.started }
+
+// Err is why the message never ran; nil once its turn started. Only after
+// Started is closed.
+func (t *Ticket) Err() error { return t.err }
+
+// QueuedMessage is one waiting message, as the queue endpoint lists it.
+type QueuedMessage struct {
+	ID       string    `json:"id"`
+	Message  string    `json:"message"`
+	Accepted time.Time `json:"accepted"`
+}
+
+// The queue's events on the session's events stream (compat clients never
+// see them).
+type (
+	queuedEvent struct {
+		Type     string `json:"type"`
+		QueueID  string `json:"queue_id"`
+		Message  string `json:"message"`
+		Position int    `json:"position"`
+	}
+	queueCancelledEvent struct {
+		Type    string `json:"type"`
+		QueueID string `json:"queue_id"`
+		Reason  string `json:"reason"`
+	}
+)
+
+func (queuedEvent) eventType() string         { return "queued" }
+func (queueCancelledEvent) eventType() string { return "queue_cancelled" }
+
+// turnQueue is a session's running message and the ones waiting; it is
+// guarded by Chat.mu.
+type turnQueue struct {
+	limit int
+	// current is the message whose turn runs or is being started; nil
+	// when the session is free.
+	current *Ticket
+	waiting []*Ticket
+	// recent are finished turns, oldest first, for resends.
+	recent []*Ticket
+	// toStart is the next message, made current when a turn ended, for
+	// startQueued to start once Chat.mu is released.
+	toStart *Ticket
+}
+
+// submitOpts says where a message comes from.
+type submitOpts struct {
+	// stream: a chat-stream (or chat) request, whose client sends the
+	// message again after a dropped connection; the same text joins the
+	// message already on its way.
+	stream bool
+	// opened: the request named no session of the person's.
+	opened bool
+}
+
+// resendOf finds the message text is a resend of: the running or a
+// waiting message with that text, or a finished one whose answer no
+// stream delivered, within resendWindow. openedOnly limits it to messages
+// that opened their session. c.mu is held.
+func (q *turnQueue) resendOf(text string, openedOnly bool, now time.Time) *Ticket {
+	match := func(t *Ticket) bool {
+		return t.Message == text && t.err == nil && (!openedOnly || t.opened)
+	}
+	if t := q.current; t != nil && match(t) {
+		return t
+	}
+	for _, t := range q.waiting {
+		if match(t) {
+			return t
+		}
+	}
+	for i := len(q.recent) - 1; i >= 0; i-- {
+		t := q.recent[i]
+		if match(t) && t.stream && !t.delivered && now.Sub(t.ended) < resendWindow {
+			return t
+		}
+	}
+	return nil
+}
+
+// submit takes a message: a resend joins the ticket it repeats; otherwise
+// the message starts now (start) or waits. A full queue refuses it.
+func (c *Chat) submit(text string, o submitOpts, now time.Time) (t *Ticket, start bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := &c.queue
+	if o.stream {
+		if t := q.resendOf(text, false, now); t != nil {
+			return t, false, nil
+		}
+	}
+	t = newTicket(text, now)
+	t.stream, t.opened = o.stream, o.opened
+	if q.current == nil && len(q.waiting) == 0 {
+		q.current = t
+		return t, true, nil
+	}
+	if len(q.waiting) >= q.limit {
+		return nil, false, fmt.Errorf("%w (at most %d)", ErrQueueFull, q.limit)
+	}
+	q.waiting = append(q.waiting, t)
+	t.announced = true
+	c.stream.publishJSON(queuedEvent{Type: "queued", QueueID: t.ID, Message: text, Position: len(q.waiting)}, false, false)
+	return t, false, nil
+}
+
+// resendTarget is the message text repeats among those that opened a
+// session of this chat, or nil.
+func (c *Chat) resendTarget(text string, now time.Time) *Ticket {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queue.resendOf(text, true, now)
+}
+
+// startTicket gives the turn that ev opened to the message being started.
+// A turn started on the session directly holds the session like any
+// other. c.mu is held.
+func (c *Chat) startTicket(ev *Event, text string, now time.Time) {
+	q := &c.queue
+	t := q.current
+	if t == nil || t.turn != 0 || isClosed(t.started) {
+		t = newTicket(text, now)
+		q.current = t
+	}
+	if ev == nil {
+		t.err = errStreamClosed
+	} else {
+		t.turn, t.startSeq = ev.Turn, ev.Seq-1
+	}
+	close(t.started)
+}
+
+// endTicket retires the running message and makes the next one current,
+// for startQueued. c.mu is held.
+func (c *Chat) endTicket(now time.Time) {
+	q := &c.queue
+	if t := q.current; t != nil && t.turn != 0 {
+		t.ended = now
+		q.recent = append(q.recent, t)
+		if len(q.recent) > recentTurns {
+			q.recent = q.recent[len(q.recent)-recentTurns:]
+		}
+	}
+	q.current = nil
+	q.toStart = q.next()
+}
+
+// startQueued starts the message a turn end made current, if any; c.mu
+// must not be held.
+func (c *Chat) startQueued() {
+	c.mu.Lock()
+	t := c.queue.toStart
+	c.queue.toStart = nil
+	c.mu.Unlock()
+	if t != nil {
+		c.dispatch(t)
+	}
+}
+
+// next makes the first waiting message the current one. c.mu is held.
+func (q *turnQueue) next() *Ticket {
+	if len(q.waiting) == 0 {
+		return nil
+	}
+	t := q.waiting[0]
+	q.waiting = q.waiting[1:]
+	q.current = t
+	return t
+}
+
+// slotWaiting tells the message being started that it waits for a free
+// process. c.mu is held.
+func (c *Chat) slotWaiting() {
+	if t := c.queue.current; t != nil && t.turn == 0 && !t.slotOnce {
+		t.slotOnce = true
+		close(t.slotWait)
+	}
+}
+
+// startFailed ends a message that could not start and returns the next
+// one to start, if any.
+func (c *Chat) startFailed(t *Ticket, err error) *Ticket {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if isClosed(t.started) {
+		return nil // its turn started after all; the turn carries the error
+	}
+	t.err = err
+	close(t.started)
+	if t.announced {
+		c.stream.publishJSON(queueCancelledEvent{Type: "queue_cancelled", QueueID: t.ID, Reason: err.Error()}, false, false)
+	}
+	if c.queue.current != t {
+		return nil
+	}
+	c.queue.current = nil
+	return c.queue.next()
+}
+
+// CancelQueued cancels a waiting message; ErrNotQueued if id is not
+// waiting.
+func (c *Chat) CancelQueued(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := &c.queue
+	for i, t := range q.waiting {
+		if t.ID == id {
+			q.waiting = append(q.waiting[:i:i], q.waiting[i+1:]...)
+			c.dropLocked(t, ErrCancelled)
+			return nil
+		}
+	}
+	return ErrNotQueued
+}
+
+// cancelQueue ends every waiting message with err.
+func (c *Chat) cancelQueue(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	waiting := c.queue.waiting
+	c.queue.waiting = nil
+	for _, t := range waiting {
+		c.dropLocked(t, err)
+	}
+}
+
+// dropLocked ends a waiting message that will not run. c.mu is held.
+func (c *Chat) dropLocked(t *Ticket, err error) {
+	t.err = err
+	close(t.started)
+	reason := "cancelled"
+	if !errors.Is(err, ErrCancelled) {
+		reason = err.Error()
+	}
+	c.stream.publishJSON(queueCancelledEvent{Type: "queue_cancelled", QueueID: t.ID, Reason: reason}, false, false)
+}
+
+// Queue lists the waiting messages, in the order they will run.
+func (c *Chat) Queue() []QueuedMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]QueuedMessage, 0, len(c.queue.waiting))
+	for _, t := range c.queue.waiting {
+		out = append(out, QueuedMessage{ID: t.ID, Message: t.Message, Accepted: t.Accepted})
+	}
+	return out
+}
+
+// delivered records that a chat-stream sent the whole of t's turn to its
+// client: a later identical message is then a new one.
+func (c *Chat) delivered(t *Ticket) {
+	c.mu.Lock()
+	t.delivered = true
+	c.mu.Unlock()
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// submit hands text to chat: it starts now, waits in the queue, or joins
+// the identical message already on its way.
+func (s *Sessions) submit(c *Chat, text string, o submitOpts) (*Ticket, error) {
+	s.mu.Lock()
+	down := s.shutdown
+	s.mu.Unlock()
+	if down {
+		return nil, errShutdown
+	}
+	t, start, err := c.submit(text, o, s.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	if start {
+		s.dispatch(c, t)
+	}
+	return t, nil
+}
+
+// resendTarget finds, among the person's sessions, a message with this
+// text that opened its session and is still running, waiting, or finished
+// without its answer delivered: a client that lost its connection before
+// it learnt the session id sends it again without one.
+func (s *Sessions) resendTarget(person, text string) (*Chat, *Ticket) {
+	s.mu.Lock()
+	var chats []*Chat
+	for _, c := range s.byID {
+		if c.Person == person {
+			chats = append(chats, c)
+		}
+	}
+	s.mu.Unlock()
+	now := s.cfg.Now()
+	var best *Chat
+	var found *Ticket
+	for _, c := range chats {
+		if t := c.resendTarget(text, now); t != nil && (found == nil || t.Accepted.After(found.Accepted)) {
+			best, found = c, t
+		}
+	}
+	return best, found
+}
+
+// dispatch starts t's turn, and after a message that cannot start, the
+// next one. Sending waits for a process slot, so it runs on its own
+// goroutine, which Close waits for.
+func (s *Sessions) dispatch(c *Chat, t *Ticket) {
+	s.endMu.Lock()
+	if s.closing {
+		s.endMu.Unlock()
+		for t != nil {
+			t = c.startFailed(t, errShutdown)
+		}
+		return
+	}
+	s.starts.Add(1)
+	s.endMu.Unlock()
+	go func() {
+		defer s.starts.Done()
+		for t != nil {
+			err := s.Send(c.ctx, c, t.Message)
+			if err == nil {
+				return
+			}
+			t = c.startFailed(t, err)
+		}
+	}()
+}
+
+// errShutdown refuses messages once the server is shutting down.
+var errShutdown = fmt.Errorf("%w: shutting down", ErrUnavailable)
