@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/majorhq/major/supervisor"
 )
 
 // A session runs one turn at a time. A message that arrives while a turn
@@ -110,9 +112,13 @@ func (queueCancelledEvent) eventType() string { return "queue_cancelled" }
 // guarded by Chat.mu.
 type turnQueue struct {
 	limit int
-	// current is the message whose turn runs or is being started; nil
-	// when the session is free.
+	// current is the message whose turn the CLI runs or is being started;
+	// nil when the session is free.
 	current *Ticket
+	// sent are the messages given to the session whose turns have not
+	// ended on the stream yet, in order: a turn's events may still wait
+	// behind the previous turn's end while the CLI runs the next.
+	sent    []*Ticket
 	waiting []*Ticket
 	// recent are finished turns, oldest first, for resends.
 	recent []*Ticket
@@ -139,8 +145,10 @@ func (q *turnQueue) resendOf(text string, openedOnly bool, now time.Time) *Ticke
 	match := func(t *Ticket) bool {
 		return t.Message == text && t.err == nil && (!openedOnly || t.opened)
 	}
-	if t := q.current; t != nil && match(t) {
-		return t
+	for _, t := range q.sent {
+		if match(t) {
+			return t
+		}
 	}
 	for _, t := range q.waiting {
 		if match(t) {
@@ -171,6 +179,7 @@ func (c *Chat) submit(text string, o submitOpts, now time.Time) (t *Ticket, star
 	t.stream, t.opened = o.stream, o.opened
 	if q.current == nil && len(q.waiting) == 0 {
 		q.current = t
+		q.sent = append(q.sent, t)
 		return t, true, nil
 	}
 	if len(q.waiting) >= q.limit {
@@ -190,15 +199,47 @@ func (c *Chat) resendTarget(text string, now time.Time) *Ticket {
 	return c.queue.resendOf(text, true, now)
 }
 
-// startTicket gives the turn that ev opened to the message being started.
-// A turn started on the session directly holds the session like any
-// other. c.mu is held.
+// queueSees updates the queue for an event of the session as it
+// arrives, before any event is held back, and reports whether the event
+// was for the queue only. c.mu is held.
+func (c *Chat) queueSees(ev supervisor.Event) bool {
+	q := &c.queue
+	switch ev.Kind {
+	case supervisor.EventSlotWait:
+		if t := q.current; t != nil && !t.slotOnce {
+			t.slotOnce = true
+			close(t.slotWait)
+		}
+		return true
+	case supervisor.EventTurnStart:
+		if q.current == nil {
+			// A turn started on the session directly holds the session
+			// like any other.
+			t := newTicket(ev.Text, ev.Time)
+			q.current = t
+			q.sent = append(q.sent, t)
+		}
+	case supervisor.EventTurnEnd:
+		q.current = nil
+		q.toStart = q.next()
+	}
+	return false
+}
+
+// startTicket gives the turn that ev opened (nil: the stream is closed)
+// to the first message sent whose turn had not started. c.mu is held.
 func (c *Chat) startTicket(ev *Event, text string, now time.Time) {
 	q := &c.queue
-	t := q.current
-	if t == nil || t.turn != 0 || isClosed(t.started) {
+	var t *Ticket
+	for _, s := range q.sent {
+		if s.turn == 0 && !isClosed(s.started) {
+			t = s
+			break
+		}
+	}
+	if t == nil {
 		t = newTicket(text, now)
-		q.current = t
+		q.sent = append(q.sent, t)
 	}
 	if ev == nil {
 		t.err = errStreamClosed
@@ -208,19 +249,23 @@ func (c *Chat) startTicket(ev *Event, text string, now time.Time) {
 	close(t.started)
 }
 
-// endTicket retires the running message and makes the next one current,
-// for startQueued. c.mu is held.
+// endTicket retires the first message sent, whose turn just ended on the
+// stream. c.mu is held.
 func (c *Chat) endTicket(now time.Time) {
 	q := &c.queue
-	if t := q.current; t != nil && t.turn != 0 {
-		t.ended = now
-		q.recent = append(q.recent, t)
-		if len(q.recent) > recentTurns {
-			q.recent = q.recent[len(q.recent)-recentTurns:]
-		}
+	if len(q.sent) == 0 {
+		return
 	}
-	q.current = nil
-	q.toStart = q.next()
+	t := q.sent[0]
+	q.sent = q.sent[1:]
+	if t.turn == 0 {
+		return
+	}
+	t.ended = now
+	q.recent = append(q.recent, t)
+	if len(q.recent) > recentTurns {
+		q.recent = q.recent[len(q.recent)-recentTurns:]
+	}
 }
 
 // startQueued starts the message a turn end made current, if any; c.mu
@@ -243,16 +288,8 @@ func (q *turnQueue) next() *Ticket {
 	t := q.waiting[0]
 	q.waiting = q.waiting[1:]
 	q.current = t
+	q.sent = append(q.sent, t)
 	return t
-}
-
-// slotWaiting tells the message being started that it waits for a free
-// process. c.mu is held.
-func (c *Chat) slotWaiting() {
-	if t := c.queue.current; t != nil && t.turn == 0 && !t.slotOnce {
-		t.slotOnce = true
-		close(t.slotWait)
-	}
 }
 
 // startFailed ends a message that could not start and returns the next
@@ -268,11 +305,18 @@ func (c *Chat) startFailed(t *Ticket, err error) *Ticket {
 	if t.announced {
 		c.stream.publishJSON(queueCancelledEvent{Type: "queue_cancelled", QueueID: t.ID, Reason: err.Error()}, false, false)
 	}
-	if c.queue.current != t {
+	q := &c.queue
+	for i, s := range q.sent {
+		if s == t {
+			q.sent = append(q.sent[:i:i], q.sent[i+1:]...)
+			break
+		}
+	}
+	if q.current != t {
 		return nil
 	}
-	c.queue.current = nil
-	return c.queue.next()
+	q.current = nil
+	return q.next()
 }
 
 // CancelQueued cancels a waiting message; ErrNotQueued if id is not

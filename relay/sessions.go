@@ -202,6 +202,11 @@ func (c *Chat) Publish(ev supervisor.Event) {
 	// A draft is decided as the person's message goes to the CLI, before
 	// anything of its turn can run, even while the turn's events wait.
 	c.draftHook(ev)
+	// The session is free for the next message as soon as the CLI's turn
+	// ended, even while that turn's events wait.
+	if c.queueSees(ev) {
+		return
+	}
 	if c.ending {
 		c.held = append(c.held, ev)
 		return
@@ -242,13 +247,11 @@ func (c *Chat) finishTurn(end supervisor.Event, hook func() string) {
 		if next < 0 {
 			c.ending = false
 			c.mu.Unlock()
-			c.startQueued()
 			return
 		}
 		end = held[next]
 		c.held = held[next+1:]
 		c.mu.Unlock()
-		c.startQueued()
 	}
 }
 
@@ -286,8 +289,6 @@ func (c *Chat) apply(ev supervisor.Event) {
 		c.startTicket(started, ev.Text, ev.Time)
 	case supervisor.EventTurnEnd:
 		c.endTicket(ev.Time)
-	case supervisor.EventSlotWait:
-		c.slotWaiting()
 	}
 	if ev.Kind == supervisor.EventTurnStart {
 		c.announceDraft()

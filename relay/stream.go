@@ -87,14 +87,6 @@ func (s *Stream) restore(events []*Event) {
 		}
 		s.base = events[0].Seq - 1
 	}
-	// The last turn is open if it started and did not end; events after
-	// its end (a queued message, a notice) leave it closed.
-	for i := len(events) - 1; i >= 0; i-- {
-		if ev := events[i]; ev.Terminal || ev.Type == "turn_start" {
-			s.open = !ev.Terminal
-			break
-		}
-	}
 }
 
 // compact replaces the retained events with keep(events); seqs and the
