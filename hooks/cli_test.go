@@ -55,6 +55,15 @@ func startSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.H
 	if extraArgs == nil {
 		extraArgs = hooks.IsolationArgs()
 	}
+	return startSessionHandled(tb, env, person, id, extraArgs, h.Matchers(), h.Handle)
+}
+
+// startSessionHandled is startSession whose hook callbacks (registered by
+// matchers) go to handle.
+func startSessionHandled(tb testing.TB, env *clitest.Env, person, id string, extraArgs []string,
+	matchers map[string][]supervisor.HookMatcher,
+	handle func(context.Context, hooks.Caller, *supervisor.ControlRequest) (json.RawMessage, error)) (*supervisor.Session, *clitest.Recorder) {
+	tb.Helper()
 	rec := clitest.NewRecorder()
 	s := supervisor.NewSession(supervisor.SessionConfig{
 		ID: id, Person: person, Dir: env.Vault(person),
@@ -64,13 +73,13 @@ func startSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.H
 			SystemPrompt:   "You are a test assistant.",
 			Tools:          []string{"Read", "Write", "Edit", "Glob", "Grep", "WebFetch", "WebSearch", "Skill"},
 			PermissionMode: "acceptEdits",
-			Hooks:          h.Matchers(),
+			Hooks:          matchers,
 			ExtraArgs:      extraArgs,
 			Grace:          2 * time.Second,
 		},
 		Handlers: func(s *supervisor.Session) supervisor.Handlers {
 			return supervisor.Handlers{HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {
-				return h.Handle(ctx, s, req)
+				return handle(ctx, s, req)
 			}}
 		},
 		Sink:   rec,

@@ -113,7 +113,7 @@ func NewGitSync(cfg GitConfig) *GitSync {
 }
 
 // BeginWrite records that a file tool (toolUseID, in session) is about to
-// write into the work tree, so no sync pulls under it. While a sync runs
+// write into the work tree, or read it, so no sync pulls under it. While a sync runs
 // it waits, up to WriteHold, then fails with ErrSyncRunning. EndWrite or
 // EndWrites ends it; one never ended expires after WriteTTL.
 func (g *GitSync) BeginWrite(ctx context.Context, session, toolUseID string) error {

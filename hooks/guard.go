@@ -27,21 +27,27 @@ var pathSuffixes = []string{"path", "paths", "_file", "_files", "filename", "_di
 
 // writes reports whether a tool call with these input fields may change
 // files in the vault: a tool not known to be read-only that names a path.
-// The protected names and the write leases (which keep a git sync out of
-// a write's way) both follow it.
+// The protected names follow it.
 func writes(tool string, fields map[string]any) bool {
 	return !readOnlyTools[tool] && len(pathsIn(fields)) > 0
 }
 
-// writesInput is writes for a raw tool input; an input that is not a JSON
-// object writes nothing (the guard refuses it anyway).
-func writesInput(tool string, input json.RawMessage) bool {
+// touchesFilesInput reports whether a tool call with this raw input reads
+// or writes files in the vault: a tool that names a path, or a search of
+// the working folder. A read during a pull would see the work tree the
+// autostash reset, and a write based on it would undo the person's
+// edit; so the write leases follow it. An input that is not a JSON object
+// touches nothing (the guard refuses it anyway).
+func touchesFilesInput(tool string, input json.RawMessage) bool {
 	var fields map[string]any
 	if json.Unmarshal(input, &fields) != nil {
 		return false
 	}
-	return writes(tool, fields)
+	return len(pathsIn(fields)) > 0 || searchTools[tool]
 }
+
+// searchTools search the working folder when they name no path.
+var searchTools = map[string]bool{"Glob": true, "Grep": true, "LS": true}
 
 // Guard decides whether a tool call stays inside one person's vault.
 type Guard struct {

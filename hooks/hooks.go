@@ -22,7 +22,7 @@ const (
 	CallbackVaultGuard   = "vault_guard"
 	CallbackWebFetchLog  = "webfetch_log"
 	CallbackWebSearchLog = "websearch_log"
-	// CallbackToolDone ends a write's lease after the tool ran or failed.
+	// CallbackToolDone ends a file tool's lease after it ran or failed.
 	CallbackToolDone = "tool_done"
 )
 
@@ -119,12 +119,12 @@ func (h *Hooks) Handle(ctx context.Context, c Caller, req *supervisor.ControlReq
 			log.Warn().RawJSON("input", safeRaw(in.ToolInput)).Str("reason", reason).Msg("tool call denied by the vault guard")
 			return deny(reason), nil
 		}
-		if h.cfg.Git != nil && writesInput(in.ToolName, in.ToolInput) {
+		if h.cfg.Git != nil && touchesFilesInput(in.ToolName, in.ToolInput) {
 			// The lease ends with the tool's PostToolUse (or its failure),
 			// or with the turn.
 			if err := h.cfg.Git.BeginWrite(ctx, c.ID(), toolUseID(req, in)); err != nil {
-				log.Warn().Err(err).Msg("write held back by a git sync for too long")
-				return deny("The notes are being synced with git right now, so this write was not made. Try it again in a moment."), nil
+				log.Warn().Err(err).Msg("file tool held back by a git sync for too long")
+				return deny("The notes are being synced with git right now, so this tool call was not made. Try it again in a moment."), nil
 			}
 		}
 		return proceed(), nil
