@@ -88,6 +88,9 @@ type draft struct {
 	tool  string
 	input string // canonical JSON
 	event *Event
+	// n numbers the session's drafts: a message decides this draft only
+	// if the session accepted it after the draft was made.
+	n uint64
 	// approved: the person confirmed it; live: the turn it may run in has
 	// started (it expires when that turn ends).
 	approved, live bool
@@ -97,6 +100,8 @@ type draft struct {
 type drafts struct {
 	mu  sync.Mutex
 	cur *draft
+	// made counts the drafts made so far.
+	made uint64
 	// announce holds, per turn started and not yet published, the
 	// decision to publish after its turn_start (nil: none).
 	announce []*draftAnsweredEvent
@@ -142,6 +147,8 @@ func (c *Chat) holdDraft(req *supervisor.ControlRequest) supervisor.PermissionRe
 	d := &draft{id: uuid.NewString(), tool: req.ToolName, input: canonicalInput(input)}
 	c.mu.Lock()
 	c.drafts.mu.Lock()
+	c.drafts.made++
+	d.n = c.drafts.made
 	if old := c.drafts.cur; old != nil && !old.approved {
 		c.asks.markAnswered(old.id)
 		c.stream.publishJSON(draftAnsweredEvent{Type: "draft_answered", RequestID: old.id, Outcome: "expired", Reason: "replaced"}, false, false)
@@ -200,7 +207,12 @@ func (c *Chat) draftHook(ev supervisor.Event) {
 		default:
 			c.asks.markAnswered(d.id)
 			ann = &draftAnsweredEvent{Type: "draft_answered", RequestID: d.id, Outcome: "answered", Behavior: "deny", By: "chat"}
-			if IsConfirmation(ev.Text) {
+			// Only a message the person sent after the draft was made
+			// can confirm it: a "yes" typed ahead, while the model was
+			// still working, answered something else.
+			t := c.queue.current
+			sawDraft := t != nil && t.Message == ev.Text && t.draftsSeen >= d.n
+			if sawDraft && IsConfirmation(ev.Text) {
 				d.approved, d.live = true, true
 				ann.Behavior = "allow"
 			} else {

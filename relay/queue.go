@@ -49,6 +49,10 @@ type Ticket struct {
 	// Accepted is when the session took the message.
 	Accepted time.Time
 
+	// draftsSeen is how many drafts the session had made when it took
+	// the message: only those can the message decide.
+	draftsSeen uint64
+
 	stream    bool // sent by a chat-stream, which delivers its answer
 	opened    bool // sent without a known session id: it opened the session
 	announced bool // it waited: the session's events show it queued
@@ -177,6 +181,9 @@ func (c *Chat) submit(text string, o submitOpts, now time.Time) (t *Ticket, star
 	}
 	t = newTicket(text, now)
 	t.stream, t.opened = o.stream, o.opened
+	c.drafts.mu.Lock()
+	t.draftsSeen = c.drafts.made
+	c.drafts.mu.Unlock()
 	if q.current == nil && len(q.waiting) == 0 {
 		q.current = t
 		q.sent = append(q.sent, t)

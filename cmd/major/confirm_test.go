@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -318,4 +319,58 @@ func TestConfirmInChatRestartExpiresDraft(t *testing.T) {
 	evs := draftLines(t, s2, id, 3, nil)
 	wantDraft(t, evs[1], "draft_answered", map[string]string{"request_id": evs[0]["request_id"].(string), "outcome": "expired", "reason": "restart"})
 	wantDraft(t, evs[2], "draft", nil)
+}
+
+// A message the person sent before a draft existed cannot confirm it: they
+// typed "yes" while the model was still working, to something else. Only a
+// message that arrived after the draft was made decides it.
+func TestConfirmOnlyByAMessageSentAfterTheDraft(t *testing.T) {
+	const ask = "draft a post when I say so"
+	asked := make(chan struct{})
+	gate := make(chan struct{})
+	var once sync.Once
+	pub := publisher(nil)
+	s := startModel(t, func(req scriptedmodel.Request) scriptedmodel.Reply {
+		if req.LastUserText() == ask && len(req.ToolResults()) == 0 {
+			once.Do(func() { close(asked) })
+			<-gate // the person's "yes" is queued before the draft exists
+			return scriptedmodel.ToolUse("mcp__linkedin__linkedin_post", map[string]any{"text": "Typed ahead"})
+		}
+		return pub(req)
+	})
+	var created struct{ ID string }
+	if err := json.Unmarshal([]byte(readAll(t, s.req(t, "POST", "/api/claude/sessions", ""))), &created); err != nil || created.ID == "" {
+		t.Fatalf("create session: %v", err)
+	}
+	first := make(chan string, 1)
+	go func() {
+		out, _ := seedTurn(t, s, true, ask, created.ID)
+		first <- out
+	}()
+	select {
+	case <-asked:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first message never reached the model")
+	}
+	r := s.req(t, "POST", "/api/claude/sessions/"+created.ID+"/messages", `{"message":"yes"}`)
+	if body := readAll(t, r); r.StatusCode != http.StatusAccepted || !strings.Contains(body, `"queued":true`) {
+		t.Fatalf("queue yes: %d %s", r.StatusCode, body)
+	}
+	close(gate)
+	if out := <-first; !strings.Contains(out, "confirm") {
+		t.Fatalf("the first turn did not hold the post back: %s", out)
+	}
+	// The chat-stream of the same text attaches to the queued message's turn.
+	out, _ := seedTurn(t, s, true, "yes", created.ID)
+	if liPosts(s) != 0 {
+		t.Fatalf("a yes typed before the draft existed published it: %s", out)
+	}
+	evs := draftLines(t, s, created.ID, 3, nil)
+	wantDraft(t, evs[1], "draft_answered", map[string]string{"outcome": "answered", "behavior": "deny", "by": "chat"})
+	wantDraft(t, evs[2], "draft", nil)
+	// A yes sent now, after the person saw the draft, publishes it once.
+	seedTurn(t, s, false, "yes", created.ID)
+	if liPosts(s) != 1 {
+		t.Fatalf("a yes after the draft: %d posts", liPosts(s))
+	}
 }
