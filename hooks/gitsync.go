@@ -73,6 +73,9 @@ type GitSync struct {
 	once sync.Once
 	// writes are the file-tool writes in flight in the work tree.
 	writes *writeLeases
+	// dir is the git directory, once known; only the queue's holder
+	// touches it.
+	dir string
 }
 
 // NewGitSync returns a GitSync for the repository at cfg.Root.
@@ -177,6 +180,11 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 		g.log.Warn().Dur("waited", g.cfg.WriteWait).Msg("files are still being written; committing without pulling")
 	}
 
+	// A git call killed half way (by its timeout, or a crash of the
+	// server) may have left a lock or an unfinished rebase that would make
+	// every later call fail.
+	recoverErr := g.recoverRepo(ctx)
+
 	// Git failing before the write must not lose the write: it goes ahead,
 	// and the error is returned after it.
 	up, upErr := g.upstream(ctx)
@@ -198,19 +206,19 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 		}
 	}
 	if upErr != nil {
-		return upErr
+		return errors.Join(upErr, recoverErr)
 	}
 	committed, err := g.commit(ctx, message, paths)
 	// Paths git refused stay out of the commit; the rest is committed and
 	// pushed as usual, and the refusal is returned with the outcome.
 	var refused *RefusedPathsError
-	var also error
+	also := recoverErr
 	if errors.As(err, &refused) {
 		g.log.Error().Strs("paths", refused.Paths).Msg("git refused to record some paths; the other changes were committed")
-		also, err = err, nil
+		also, err = errors.Join(err, recoverErr), nil
 	}
 	if err != nil {
-		return g.fail("commit", err)
+		return errors.Join(g.fail("commit", err), recoverErr)
 	}
 	switch {
 	case up.remote == "":
@@ -366,20 +374,99 @@ func (g *GitSync) pull(ctx context.Context, up upstream) error {
 	if _, lsErr := g.git(ctx, "ls-remote", "--exit-code", "--heads", up.remote, up.branch); isExit(lsErr, 2) {
 		return nil
 	}
-	// A conflicting rebase stops half way; put the branch back as it was
-	// so the work tree stays usable and the next write can try again.
-	if _, statErr := os.Stat(filepath.Join(g.gitDir(ctx), "rebase-merge")); statErr == nil {
-		_, _ = g.git(context.WithoutCancel(ctx), "rebase", "--abort")
-	}
-	return err
+	// A conflicting rebase stops half way, a killed one leaves its lock:
+	// put the branch back as it was so the work tree stays usable and the
+	// next write can try again.
+	return errors.Join(err, g.recoverRepo(context.WithoutCancel(ctx)))
 }
 
+// errAutostashKept says an unfinished rebase or pull was cleared but
+// changes it held back could not be put back: they are in the stash list.
+var errAutostashKept = errors.New("an unfinished rebase or pull was cleared, but changes it held back conflict with the work tree and were kept in git stash list")
+
+// recoverRepo clears what a git call killed half way left behind. Every
+// git call of this server in the work tree goes through the queue, which
+// the caller holds, so an index.lock seen now is stale, and an unfinished
+// rebase or fast-forward (a pull) is ours: it is aborted, and the changes
+// its autostash held back, and those made since it stopped, are put back
+// into the work tree; what no longer applies stays in the stash list and
+// errAutostashKept says so.
+func (g *GitSync) recoverRepo(ctx context.Context) error {
+	dir := g.gitDir(ctx)
+	if err := os.Remove(filepath.Join(dir, "index.lock")); err == nil {
+		g.log.Warn().Msg("removed a stale .git/index.lock left by a killed git call")
+	}
+	var errs []error
+	for _, d := range []string{"rebase-merge", "rebase-apply"} {
+		if _, err := os.Stat(filepath.Join(dir, d)); err != nil {
+			continue
+		}
+		autostash, _ := os.ReadFile(filepath.Join(dir, d, "autostash"))
+		// The abort resets the work tree: what was written since the
+		// rebase stopped is saved first and put back after it.
+		since, err := g.git(ctx, "stash", "create")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("save the changes before aborting an unfinished rebase: %w", err))
+			break
+		}
+		_, err = g.git(ctx, "rebase", "--abort")
+		g.log.Warn().Err(err).Msg("aborted an unfinished rebase")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("abort an unfinished rebase: %w", err))
+			break
+		}
+		// An autostash that did not apply is stored as the newest stash.
+		if a := strings.TrimSpace(string(autostash)); a != "" {
+			if top, _ := g.git(ctx, "rev-parse", "-q", "--verify", "refs/stash"); strings.TrimSpace(top) == a {
+				errs = append(errs, errAutostashKept)
+			}
+		}
+		if err := g.applyOrKeep(ctx, strings.TrimSpace(since), "changes made while a rebase was stopped"); err != nil {
+			errs = append(errs, err)
+		}
+		break
+	}
+	// A pull that fast-forwards keeps its autostash here until it is done.
+	if b, err := os.ReadFile(filepath.Join(dir, "MERGE_AUTOSTASH")); err == nil {
+		g.log.Warn().Msg("applying the autostash of an unfinished pull")
+		if err := g.applyOrKeep(ctx, strings.TrimSpace(string(b)), "autostash"); err != nil {
+			errs = append(errs, err)
+		}
+		_ = os.Remove(filepath.Join(dir, "MERGE_AUTOSTASH"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return g.fail("recover", err)
+	}
+	return nil
+}
+
+// applyOrKeep applies the stash commit oid (none: nothing to do) to the
+// work tree; when it does not apply it is kept in the stash list under
+// message and errAutostashKept is returned.
+func (g *GitSync) applyOrKeep(ctx context.Context, oid, message string) error {
+	if oid == "" {
+		return nil
+	}
+	if _, err := g.git(ctx, "stash", "apply", oid); err == nil {
+		return nil
+	}
+	if _, err := g.git(ctx, "stash", "store", "-m", message, oid); err != nil {
+		return fmt.Errorf("keep %s (%s) in the stash list: %w", message, oid, err)
+	}
+	return errAutostashKept
+}
+
+// gitDir is the repository's git directory; it is looked up once.
 func (g *GitSync) gitDir(ctx context.Context) string {
+	if g.dir != "" {
+		return g.dir
+	}
 	d, err := g.git(ctx, "rev-parse", "--absolute-git-dir")
 	if err != nil {
 		return filepath.Join(g.cfg.Root, ".git")
 	}
-	return strings.TrimSpace(d)
+	g.dir = strings.TrimSpace(d)
+	return g.dir
 }
 
 // RefusedPathsError is a commit that left out paths git refused to

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -305,4 +306,100 @@ func TestGitSyncHoldsWritesBack(t *testing.T) {
 		t.Fatalf("write after the sync: %v", err)
 	}
 	g.EndWrites("s1")
+}
+
+// TestGitSyncRecoversFromAKilledGitCall leaves the repository as a git
+// call killed half way does (a stale index.lock, a rebase stopped with
+// the person's edits in its autostash): the next write clears it and
+// goes through, and the stashed edits and those made since are back in
+// the work tree or, when they no longer apply, kept and reported.
+func TestGitSyncRecoversFromAKilledGitCall(t *testing.T) {
+	t.Parallel()
+	// stopRebase commits twice and leaves a rebase stopped after it
+	// stashed the edit to notes.md.
+	stopRebase := func(tb testing.TB, root string) {
+		for _, n := range []string{"one", "two"} {
+			writeFile(tb, filepath.Join(root, n+".md"), n+"\n")
+			git(tb, root, "add", n+".md")
+			git(tb, root, "commit", "-q", "-m", n)
+		}
+		writeFile(tb, filepath.Join(root, "notes.md"), "edited\n")
+		cmd := exec.Command("git", "-c", "user.name=Test", "-c", "user.email=test@localhost",
+			"rebase", "--autostash", "--exec", "false", "HEAD~1")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err == nil {
+			tb.Fatalf("the rebase did not stop: %s", out)
+		}
+		if _, err := os.Stat(filepath.Join(root, ".git", "rebase-merge", "autostash")); err != nil {
+			tb.Fatalf("no rebase with an autostash under way: %v", err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		plant func(tb testing.TB, root string)
+		// notes is notes.md after the write; kept: the edit made after
+		// the rebase stopped is in the stash list and the write reports it.
+		notes string
+		kept  bool
+	}{
+		{"index.lock", func(tb testing.TB, root string) {
+			writeFile(tb, filepath.Join(root, ".git", "index.lock"), "")
+		}, "notes\n", false},
+		{"rebase stopped", stopRebase, "edited\n", false},
+		{"rebase stopped and index.lock", func(tb testing.TB, root string) {
+			stopRebase(tb, root)
+			writeFile(tb, filepath.Join(root, ".git", "index.lock"), "")
+		}, "edited\n", false},
+		{"autostash no longer applies", func(tb testing.TB, root string) {
+			stopRebase(tb, root)
+			writeFile(tb, filepath.Join(root, "notes.md"), "edited again\n")
+		}, "edited\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := newRepo(t)
+			remote := withRemote(t, root)
+			writeFile(t, filepath.Join(root, "notes.md"), "notes\n")
+			git(t, root, "add", "notes.md")
+			git(t, root, "commit", "-q", "-m", "notes")
+			git(t, root, "push", "-q")
+			tc.plant(t, root)
+			otherClone(t, remote, "elsewhere.md")
+
+			g := newGitSync(t, hooks.GitConfig{Root: root})
+			err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
+				writeFile(t, filepath.Join(root, "log.md"), "x\n")
+				return nil
+			})
+			if tc.kept {
+				if err == nil || !strings.Contains(err.Error(), "git stash list") {
+					t.Errorf("write = %v, want the kept autostash reported", err)
+				}
+				if got := git(t, root, "show", "stash@{0}:notes.md"); got != "edited again" {
+					t.Errorf("notes.md in the stash = %q, want the edit made after the rebase stopped", got)
+				}
+			} else {
+				if err != nil {
+					t.Errorf("write: %v", err)
+				}
+				if got := git(t, root, "stash", "list"); got != "" {
+					t.Errorf("stash list = %q", got)
+				}
+			}
+			for _, d := range []string{"index.lock", "rebase-merge", "rebase-apply"} {
+				if _, err := os.Stat(filepath.Join(root, ".git", d)); err == nil {
+					t.Errorf(".git/%s is still there", d)
+				}
+			}
+			if got := readFile(t, filepath.Join(root, "notes.md")); got != tc.notes {
+				t.Errorf("notes.md = %q, want %q", got, tc.notes)
+			}
+			if got := git(t, remote, "log", "--format=%s", "-1", "main"); got != "Log" {
+				t.Errorf("newest commit on the remote = %q, want the write", got)
+			}
+			if got := git(t, remote, "show", "main:elsewhere.md"); got != "from elsewhere" {
+				t.Errorf("the remote's change was lost: %q", got)
+			}
+		})
+	}
 }
