@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,24 +45,36 @@ func TestDraftConfirmedWhileTurnEndRuns(t *testing.T) {
 			}
 			return ""
 		}})
-	defer close(release)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
 	id := h.newSession(t)
 	note := filepath.Join(env.Vault("sebastian"), "post.md")
 	write := `[[tool Write {"file_path":"` + note + `","content":"hello"}]]`
 	if code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write}); code != http.StatusAccepted {
 		t.Fatalf("first message: %d", code)
 	}
-	// The draft's turn is over for the CLI while its end hook still runs.
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "yes"})
-		if code == http.StatusAccepted {
-			break
-		}
+	// The draft's turn is over for the CLI while its end hook still runs;
+	// the person confirms now, after the draft was made.
+	for deadline := time.Now().Add(60 * time.Second); calls.Load() == 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("confirmation: %d", code)
+			t.Fatal("the first turn did not end")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Its answer waits for the turn to start on the stream, which the
+	// held end lets through only once the hook returns.
+	answered := make(chan int, 1)
+	go func() {
+		code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "yes"})
+		answered <- code
+	}()
+	defer func() {
+		free()
+		if code := <-answered; code != http.StatusAccepted {
+			t.Errorf("confirmation: %d", code)
+		}
+	}()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if b, err := os.ReadFile(note); err == nil && string(b) == "hello" {
 			break
