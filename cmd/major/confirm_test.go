@@ -197,6 +197,7 @@ func wantDraft(tb testing.TB, ev map[string]any, typ string, fields map[string]s
 }
 
 func TestConfirmInChat(t *testing.T) {
+	t.Parallel()
 	s := startModel(t, publisher(nil))
 
 	t.Run("yes publishes exactly that draft once", func(t *testing.T) {
@@ -296,6 +297,7 @@ func TestConfirmInChat(t *testing.T) {
 }
 
 func TestConfirmInChatChangedText(t *testing.T) {
+	t.Parallel()
 	s := startModel(t, publisher(func(t string) string { return t + " (and one more thing)" }))
 	_, id := seedTurn(t, s, true, postDraft, "")
 	out, _ := seedTurn(t, s, false, "post it", id)
@@ -308,6 +310,7 @@ func TestConfirmInChatChangedText(t *testing.T) {
 }
 
 func TestConfirmInChatRestartExpiresDraft(t *testing.T) {
+	t.Parallel()
 	s := startModel(t, publisher(nil))
 	_, id := seedTurn(t, s, true, postDraft, "")
 	s.stop(t)
@@ -325,6 +328,7 @@ func TestConfirmInChatRestartExpiresDraft(t *testing.T) {
 // typed "yes" while the model was still working, to something else. Only a
 // message that arrived after the draft was made decides it.
 func TestConfirmOnlyByAMessageSentAfterTheDraft(t *testing.T) {
+	t.Parallel()
 	const ask = "draft a post when I say so"
 	asked := make(chan struct{})
 	gate := make(chan struct{})

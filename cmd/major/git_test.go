@@ -35,6 +35,7 @@ func compatLines(tb testing.TB, body string) []map[string]any {
 }
 
 func TestTurnEndGitFailureIsReportedInTheTurn(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	// The vault tracks a remote that does not exist: every push fails.
 	gitIn(t, s.env.VaultRoot, "remote", "add", "origin", filepath.Join(t.TempDir(), "gone.git"))

@@ -73,11 +73,11 @@ func checkStateDir(vaultRoot, stateDir string) (string, error) {
 		return "", nil
 	}
 	if rel == "." {
-		return "", fmt.Errorf("--state-dir %s is the vault root itself; keep it outside the vault (default: %s)", stateDir, defaultStateDir(os.Getenv))
+		return "", fmt.Errorf("--state-dir %s is the vault root itself; keep it outside the vault (the default, $XDG_STATE_HOME/major or ~/.local/state/major, is)", stateDir)
 	}
 	top := strings.Split(rel, string(filepath.Separator))[0]
 	if relay.ValidPerson(top) || reservedFolders()[top] {
-		return "", fmt.Errorf("--state-dir %s is inside the vault folder %s/, which a person's tools can reach; keep it outside the vault (default: %s)", stateDir, top, defaultStateDir(os.Getenv))
+		return "", fmt.Errorf("--state-dir %s is inside the vault folder %s/, which a person's tools can reach; keep it outside the vault (the default, $XDG_STATE_HOME/major or ~/.local/state/major, is)", stateDir, top)
 	}
 	return rel, nil
 }

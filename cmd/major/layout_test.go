@@ -13,6 +13,7 @@ import (
 )
 
 func TestDefaultStateDirIsOutsideTheVault(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", "HOME": "/home/x"}
 	c, err := parseFlags(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -31,6 +32,7 @@ func TestDefaultStateDirIsOutsideTheVault(t *testing.T) {
 // state directory a person's tools could reach, stops the server at start
 // with an error naming the problem.
 func TestRefusesUnsafeLayout(t *testing.T) {
+	t.Parallel()
 	bin := clitest.Binary(t)
 	for _, tc := range []struct {
 		name    string
@@ -77,7 +79,7 @@ func TestRefusesUnsafeLayout(t *testing.T) {
 			if tc.auto != "" {
 				args = append(args, "--linkedin-auto-publish", tc.auto)
 			}
-			err := run(context.Background(), args, io.Discard, io.Discard)
+			err := run(context.Background(), args, nil, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("run: %v, want an error containing %q", err, tc.want)
 			}
@@ -92,6 +94,7 @@ func TestRefusesUnsafeLayout(t *testing.T) {
 // dot-folder of the vault repository is accepted, excluded from git, and a
 // turn's commit carries none of it.
 func TestStateInsideTheVaultRepoIsNeverCommitted(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	s.stop(t)
 	state := filepath.Join(s.env.VaultRoot, ".major-state")
@@ -101,7 +104,7 @@ func TestStateInsideTheVaultRepoIsNeverCommitted(t *testing.T) {
 			args[i+1] = state
 		}
 	}
-	s2 := launch(t, s.env, s.li, state, args)
+	s2 := launch(t, s.env, s.li, state, args, s.environ)
 	if !strings.Contains(readAll(t, s2.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[tool Write {\"file_path\":\"note.md\",\"content\":\"hi\"}]]"}`)), `"done"`) {
 		t.Fatal("turn did not finish")
 	}

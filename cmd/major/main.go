@@ -29,7 +29,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "major:", err)
 		os.Exit(1)
 	}
@@ -64,6 +64,21 @@ type config struct {
 	KeepAlive   time.Duration
 	WebDir      string
 	CORSOrigins []string
+	// Environ is the server's environment (KEY=value); the CLI's starts
+	// from it.
+	Environ []string
+}
+
+// lookup is getenv over an environment list; the last value of a key wins,
+// as in os.Getenv.
+func lookup(environ []string) func(string) string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) string { return m[k] }
 }
 
 // envName is the environment variable that stands in for a flag left off
@@ -159,13 +174,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	return c, nil
 }
 
-// run is the whole program; tests call it with ":0" and temp dirs.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// run is the whole program, with its environment as a list of KEY=value;
+// tests call it with ":0", temp dirs and an environment of their own.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "serve" {
 		fmt.Fprintln(stderr, "usage: major serve [flags]   (major serve -h lists the flags)")
 		return errors.New("no command")
 	}
-	cfg, err := parseFlags(args[1:], os.Getenv, stderr)
+	cfg, err := parseFlags(args[1:], lookup(environ), stderr)
 	if err != nil {
 		return err
 	}
@@ -174,6 +190,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := zerolog.New(stdout).Level(level).With().Timestamp().Logger()
+	cfg.Environ = environ
 	return serve(ctx, cfg, log, stdout)
 }
 

@@ -62,6 +62,9 @@ type server struct {
 	done   chan error
 	args   []string
 	state  string
+	// environ is the program's environment: the test's own HOME and
+	// model, so tests run in parallel.
+	environ []string
 }
 
 func (s *server) logsStateDir(tb testing.TB) string { return s.state }
@@ -69,7 +72,7 @@ func (s *server) logsStateDir(tb testing.TB) string { return s.state }
 // restart runs the program again with the same arguments, state and vault.
 func restart(tb testing.TB, old *server) *server {
 	tb.Helper()
-	return launch(tb, old.env, old.li, old.state, old.args)
+	return launch(tb, old.env, old.li, old.state, old.args, old.environ)
 }
 
 const testToken = "full-stack-token"
@@ -92,24 +95,35 @@ func startModel(tb testing.TB, respond scriptedmodel.Responder, extra ...string)
 	liFile := filepath.Join(dir, "linkedin.json")
 	writeFile(tb, authFile, `{"tokens": {"`+testToken+`": ["sebastian", "petra"]}}`)
 	writeFile(tb, liFile, `{"sebastian": {"access_token": "li-token-sebastian", "author": "urn:li:person:seb"}}`)
-	for _, kv := range env.ChildEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		if k == "HOME" || strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "CLAUDE_") {
-			tb.Setenv(k, v)
-		}
-	}
 	state := filepath.Join(dir, "state")
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--vault-root", env.VaultRoot,
 		"--state-dir", state, "--claude", env.Binary, "--auth-file", authFile,
 		"--linkedin-api", li.URL, "--linkedin-config", liFile, "--log-level", "debug"}, extra...)
-	return launch(tb, env, li, state, args)
+	return launch(tb, env, li, state, args, testEnviron(env))
 }
 
-func launch(tb testing.TB, env *clitest.Env, li *linkedintest.Server, state string, args []string) *server {
+// testEnviron is this process's environment with the test's HOME, model
+// and CLI settings in place of its own, then overrides (KEY=value).
+func testEnviron(env *clitest.Env, overrides ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "HOME" && !strings.HasPrefix(k, "ANTHROPIC_") && !strings.HasPrefix(k, "CLAUDE_") {
+			out = append(out, kv)
+		}
+	}
+	for _, kv := range env.ChildEnv() {
+		if k, _, _ := strings.Cut(kv, "="); k == "HOME" || strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "CLAUDE_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, overrides...)
+}
+
+func launch(tb testing.TB, env *clitest.Env, li *linkedintest.Server, state string, args, environ []string) *server {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{env: env, li: li, logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1), args: args, state: state}
-	go func() { s.done <- run(ctx, args, s.logs, io.Discard) }()
+	s := &server{env: env, li: li, logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1), args: args, state: state, environ: environ}
+	go func() { s.done <- run(ctx, args, environ, s.logs, io.Discard) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for s.url == "" {
 		if time.Now().After(deadline) {
@@ -177,6 +191,7 @@ func readAll(tb testing.TB, resp *http.Response) string {
 }
 
 func TestServeFullStack(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 
 	if got := readAll(t, s.req(t, "GET", "/healthz", "")); !strings.Contains(got, "ok") {
@@ -305,6 +320,7 @@ func readInit(tb testing.TB, s *server, id string) initEvent {
 }
 
 func TestAutoPublishSkipsThePrompt(t *testing.T) {
+	t.Parallel()
 	s := start(t, "--linkedin-auto-publish", "sebastian")
 	out := readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[tool mcp__linkedin__linkedin_post {\"text\":\"auto\"}]]"}`))
 	if !strings.Contains(out, "Posted to LinkedIn: urn:li:share:") {
@@ -316,6 +332,7 @@ func TestAutoPublishSkipsThePrompt(t *testing.T) {
 }
 
 func TestWebClientFilesOnly(t *testing.T) {
+	t.Parallel()
 	wd, _ := os.Getwd()
 	s := start(t, "--web-dir", filepath.Join(wd, "..", "..", "web"))
 	for path, want := range map[string]int{
@@ -337,6 +354,7 @@ func TestWebClientFilesOnly(t *testing.T) {
 // Without --web-dir the client built into the binary is served, exactly as
 // it is in the repository, and nothing else of the folder.
 func TestWebClientIsBuiltIn(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	for path, file := range map[string]string{
 		"/app/": "index.html", "/app/style.css": "style.css", "/app/js/app.js": "js/app.js", "/app/js/stream.js": "js/stream.js",
@@ -362,6 +380,7 @@ func TestWebClientIsBuiltIn(t *testing.T) {
 }
 
 func TestFlagsAndEnv(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"MAJOR_VAULT_ROOT": "/v", "MAJOR_AUTH_FILE": "/a", "MAJOR_ADDR": ":9", "MAJOR_ASK_TIMEOUT": "3s",
 		"MAJOR_CORS_ORIGINS": "https://notes.example, http://localhost:3000"}
 	c, err := parseFlags([]string{"--addr", ":7"}, func(k string) string { return env[k] }, io.Discard)
@@ -386,7 +405,7 @@ func TestFlagsAndEnv(t *testing.T) {
 			t.Fatalf("args %v accepted", args)
 		}
 	}
-	if err := run(context.Background(), []string{"bogus"}, io.Discard, io.Discard); err == nil {
+	if err := run(context.Background(), []string{"bogus"}, nil, io.Discard, io.Discard); err == nil {
 		t.Fatal("unknown command accepted")
 	}
 }
@@ -394,6 +413,7 @@ func TestFlagsAndEnv(t *testing.T) {
 // A bad environment value stops the start with an error naming the
 // variable; it never silently becomes the default.
 func TestBadEnvironmentValueIsAnError(t *testing.T) {
+	t.Parallel()
 	for key, bad := range map[string]string{
 		"MAJOR_MAX_PROCESSES": "abc", "MAJOR_MAX_PROCESSES_PER_PERSON": "1.5", "MAJOR_SLOT_WAIT": "30",
 		"MAJOR_IDLE_TIMEOUT": "soon", "MAJOR_SESSION_TTL": "-", "MAJOR_ASK_TIMEOUT": "10 minutes",
@@ -413,6 +433,7 @@ func TestBadEnvironmentValueIsAnError(t *testing.T) {
 
 // Every flag's help names the variable that stands in for it.
 func TestEveryFlagNamesItsVariable(t *testing.T) {
+	t.Parallel()
 	var help strings.Builder
 	_, _ = parseFlags([]string{"-h"}, func(string) string { return "" }, &help)
 	for _, line := range strings.Split(help.String(), "\n") {
@@ -426,6 +447,7 @@ func TestEveryFlagNamesItsVariable(t *testing.T) {
 }
 
 func TestShutdownEndsTurnsAndProcesses(t *testing.T) {
+	t.Parallel()
 	s := start(t, "--shutdown-grace", "10s")
 	resp := s.req(t, "POST", "/api/claude/sessions", "")
 	var created struct{ ID string }
@@ -503,6 +525,7 @@ func TestShutdownEndsTurnsAndProcesses(t *testing.T) {
 }
 
 func TestRestartKeepsSessions(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	out := readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"remember 7"}`))
 	var first struct {
@@ -519,6 +542,7 @@ func TestRestartKeepsSessions(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[say counted]]"}`))
 	readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[status 400]]"}`))
@@ -535,6 +559,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestProcessesPerPerson(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -588,6 +613,7 @@ func closedByServer(tb testing.TB, conn net.Conn, r io.Reader) {
 }
 
 func TestHTTPTimeouts(t *testing.T) {
+	t.Parallel()
 	s := start(t, "--http-read-timeout", "1s", "--http-idle-timeout", "1s")
 
 	t.Run("a slow body is cut off", func(t *testing.T) {
@@ -654,6 +680,7 @@ func (s *server) newSessionAs(tb testing.TB, person string) string {
 }
 
 func TestConnectionAndSessionLimitFlags(t *testing.T) {
+	t.Parallel()
 	base := []string{"--vault-root", "/v", "--auth-file", "/a"}
 	c, err := parseFlags(base, func(string) string { return "" }, io.Discard)
 	if err != nil {

@@ -54,6 +54,7 @@ func mcpCall(tb testing.TB, s *server, person, tool string, args map[string]any)
 // to ask); reading still works, and a person set to publish automatically
 // publishes there as in a chat.
 func TestMCPEndpointNeedsApprovalToPublish(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	publishing := []struct {
 		tool string

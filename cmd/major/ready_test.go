@@ -16,6 +16,7 @@ import (
 // however many there are, `claude --version` ran once for start-up and once
 // for the check, and the API was asked at most once.
 func TestReadyzNeedsACredentialAndStartsNothingPerProbe(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, key, require, reason string
 		listings                   int64
@@ -33,20 +34,12 @@ func TestReadyzNeedsACredentialAndStartsNothingPerProbe(t *testing.T) {
 			if err := os.Chmod(wrapper, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			for _, kv := range env.ChildEnv() {
-				k, v, _ := strings.Cut(kv, "=")
-				if k == "HOME" || strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "CLAUDE_") {
-					t.Setenv(k, v)
-				}
-			}
-			t.Setenv("ANTHROPIC_API_KEY", tc.key)
-			t.Setenv("ANTHROPIC_AUTH_TOKEN", "")
-			t.Setenv("CLAUDE_CODE_OAUTH_TOKEN", "")
 			authFile := filepath.Join(dir, "auth.json")
 			writeFile(t, authFile, `{"tokens": {"`+testToken+`": ["sebastian"]}}`)
 			state := filepath.Join(dir, "state")
 			s := launch(t, env, nil, state, []string{"serve", "--addr", "127.0.0.1:0", "--vault-root", env.VaultRoot,
-				"--state-dir", state, "--claude", wrapper, "--auth-file", authFile})
+				"--state-dir", state, "--claude", wrapper, "--auth-file", authFile},
+				testEnviron(env, "ANTHROPIC_API_KEY="+tc.key, "ANTHROPIC_AUTH_TOKEN=", "CLAUDE_CODE_OAUTH_TOKEN="))
 
 			if logs := s.logs.String(); !strings.Contains(logs, "NOT READY") || !strings.Contains(logs, tc.reason) {
 				t.Fatalf("start-up did not say it is not ready (%s):\n%s", tc.reason, logs)

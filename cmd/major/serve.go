@@ -174,9 +174,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 			return fmt.Errorf("--state-dir %s is inside the vault repository and could not be excluded from git: %w", cfg.StateDir, err)
 		}
 	}
-	childEnv := supervisor.CleanEnv(os.Environ())
-	if os.Getenv("ANTHROPIC_BASE_URL") != "" {
-		log.Warn().Str("anthropic_base_url", os.Getenv("ANTHROPIC_BASE_URL")).Msg("the CLI talks to ANTHROPIC_BASE_URL, not the Anthropic API")
+	childEnv := supervisor.CleanEnv(cfg.Environ)
+	if base := lookup(cfg.Environ)("ANTHROPIC_BASE_URL"); base != "" {
+		log.Warn().Str("anthropic_base_url", base).Msg("the CLI talks to ANTHROPIC_BASE_URL, not the Anthropic API")
 	}
 	// A missing or refused credential is found now, not by the first
 	// person who writes; /readyz reports it (cached, so probes start no
