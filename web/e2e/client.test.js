@@ -292,6 +292,29 @@ describe('web client', () => {
     await shot(page, '12-reloaded');
   });
 
+  step('a post drafted from the phone app shows as a card with its words', async () => {
+    // The phone app's exact request: form-encoded chat-stream, no
+    // interactive flag, and no client of this session attached.
+    const headers = { Authorization: 'Bearer ' + TOKEN, 'X-Notes-Person': 'sebastian' };
+    const created = await (await fetch(stack.url + '/api/claude/sessions', { method: 'POST', headers })).json();
+    const text = 'Drafted on the phone: notes on notes';
+    const body = new URLSearchParams({
+      message: `[[tool mcp__linkedin__linkedin_post {"text":"${text}"}]]`, session_id: created.id,
+    });
+    const answer = await (await fetch(stack.url + '/api/claude/chat-stream', { method: 'POST', headers, body })).text();
+    assert.match(answer, /confirm/, 'the model is told to ask the person');
+    await page.reload();
+    await page.locator(`.session[data-session-id="${created.id}"]`).click();
+    const card = page.locator('.card.permission');
+    await card.waitFor();
+    await card.getByRole('heading', { name: /Publish with linkedin_post/ }).waitFor();
+    assert.equal(await card.locator('.card-draft').textContent(), text, 'the card shows the exact words');
+    await shot(page, '15-draft');
+    await card.getByRole('button', { name: 'Deny' }).click();
+    await waitFor(page, () => /Declined linkedin_post/.test(document.querySelector('#transcript .answered')?.textContent || ''), null, 'the declined draft');
+    assert.equal(await page.locator('.card').count(), 0);
+  });
+
   step('phone width (dark): one column, chats in a drawer', async () => {
     const phone = await newClient({ width: 390, height: 844 }, stack.url, 'dark');
     await signIn(phone);

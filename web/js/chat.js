@@ -337,6 +337,8 @@ export class ChatView {
       ev.reason ? h('p', { class: 'card-reason', text: ev.reason }) : null,
       fields,
       h('p', { class: 'form-error', role: 'alert', hidden: true }));
+    // A draft is approved for its exact words: show them, not folded away.
+    if (draft && typeof ev.input?.text === 'string') fields.appendChild(h('blockquote', { class: 'card-draft', text: ev.input.text }));
     const input = ev.input && Object.keys(ev.input).length ? JSON.stringify(ev.input, null, 2) : '';
     if (input) fields.appendChild(h('details', { class: 'card-input' }, h('summary', { text: 'What it will do' }), h('pre', { text: input })));
     const answer = (behavior, remember) => this.settle(card, fields, () => this.actions.permission(ev.request_id, behavior, remember));
