@@ -85,7 +85,7 @@ func BenchmarkTurn(b *testing.B) {
 
 	// Through the relay.
 	sessions, err := NewSessions(SessionsConfig{
-		Launcher: LauncherFunc(func(p SessionParams) *supervisor.Session {
+		Launcher: LauncherFunc(func(p SessionParams) CLI {
 			return supervisor.NewSession(supervisor.SessionConfig{
 				ID: p.ID, Person: p.Person, Dir: b.TempDir(),
 				Spec:   supervisor.Spec{Binary: bin, Env: []string{"PATH=/usr/bin:/bin"}, Grace: 2 * time.Second},

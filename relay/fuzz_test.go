@@ -174,7 +174,7 @@ func FuzzEventsQuery(f *testing.F) {
 
 	log := zerolog.Nop()
 	sessions, err := NewSessions(SessionsConfig{
-		Launcher: LauncherFunc(func(p SessionParams) *supervisor.Session {
+		Launcher: LauncherFunc(func(p SessionParams) CLI {
 			// No turn runs here, so no process is ever started.
 			return supervisor.NewSession(supervisor.SessionConfig{ID: p.ID, Person: p.Person, Sink: p.Sink, Logger: log})
 		}),

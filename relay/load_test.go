@@ -114,7 +114,7 @@ func TestLoadManySessions(t *testing.T) {
 	baseGoroutines := runtime.NumGoroutine()
 
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	launch := relay.LauncherFunc(func(p relay.SessionParams) *supervisor.Session {
+	launch := relay.LauncherFunc(func(p relay.SessionParams) relay.CLI {
 		return supervisor.NewSession(supervisor.SessionConfig{
 			ID: p.ID, Person: p.Person, Dir: t.TempDir(), CLISessionID: p.CLISessionID,
 			Spec:   supervisor.Spec{Binary: bin, Env: []string{"PATH=/usr/bin:/bin"}, Grace: 2 * time.Second},

@@ -93,6 +93,18 @@ func (s *liveStream) drop() { s.resp.Body.Close() }
 // message: each message the model is asked about once gives one.
 func (h *harness) timesSent(text string) int {
 	n := 0
+	if h.fakes != nil {
+		for _, p := range []string{"sebastian", "petra"} {
+			for _, info := range h.sessions.List(p) {
+				for _, m := range h.fakes.CLI(info.ID).Sent() {
+					if m == text {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
 	for _, r := range h.env.Model.Requests() {
 		if len(r.ToolResults()) == 0 && r.LastUserText() == text {
 			n++
@@ -254,7 +266,7 @@ func TestConcurrentMessagesAnsweredInOrder(t *testing.T) {
 
 func TestQueueBoundAndCancel(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{})
+	h := newHarness(t, harnessOpts{fake: true, fakeReply: scriptedReply})
 	id := h.newSession(t)
 	ev, closeEv := h.attach(t, id, "types=queued,queue_cancelled,turn_start,done")
 	defer closeEv()
@@ -410,8 +422,8 @@ func TestChatStreamHeadersBeforeFirstEvent(t *testing.T) {
 func TestCORS(t *testing.T) {
 	t.Parallel()
 	const allowed = "https://notes.example"
-	h := newHarness(t, harnessOpts{cors: []string{allowed}})
-	off := newHarness(t, harnessOpts{env: h.env})
+	h := newHarness(t, harnessOpts{cors: []string{allowed}, fake: true})
+	off := newHarness(t, harnessOpts{fake: true})
 	do := func(t *testing.T, base, method, path, origin string, hdr map[string]string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, nil)

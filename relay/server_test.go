@@ -19,13 +19,17 @@ import (
 
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/relay/relaytest"
 	"github.com/majorhq/major/supervisor"
 )
 
 const token = "t0ken-sebastian-and-petra"
 
 type harness struct {
-	env      *clitest.Env
+	env *clitest.Env
+	// fakes are the chats' fake CLIs when the harness runs without the
+	// real one.
+	fakes    *relaytest.Launcher
 	url      string
 	sessions *relay.Sessions
 	stop     func()
@@ -53,21 +57,34 @@ type harnessOpts struct {
 	// maxSessions bounds each person's sessions; 0: no limit.
 	maxSessions int
 	cors        []string
+	// fake runs every chat on a fake CLI (relaytest) that answers
+	// fakeReply; no claude process is started. env and the CLI options
+	// are unused then.
+	fake      bool
+	fakeReply func(message string) (reply string, end bool)
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
 	tb.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
+	if o.fake {
+		fakes := &relaytest.Launcher{New: func(relay.SessionParams) *relaytest.CLI {
+			return &relaytest.CLI{AutoReply: o.fakeReply}
+		}}
+		h := serve(tb, o, fakes, log)
+		h.fakes = fakes
+		return h
+	}
 	env := o.env
 	if env == nil {
 		env = clitest.New(tb, nil)
 	}
-	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
 	childEnv := env.ChildEnv()
 	if o.noKey {
 		childEnv = withoutCredentials(childEnv)
 	}
 	childEnv = append(childEnv, o.cliEnv...)
-	launch := relay.LauncherFunc(func(p relay.SessionParams) *supervisor.Session {
+	launch := relay.LauncherFunc(func(p relay.SessionParams) relay.CLI {
 		return supervisor.NewSession(supervisor.SessionConfig{
 			ID: p.ID, Person: p.Person, Dir: env.Vault(p.Person), CLISessionID: p.CLISessionID,
 			Spec: supervisor.Spec{
@@ -98,6 +115,14 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 			Logger:       log,
 		})
 	})
+	h := serve(tb, o, launch, log)
+	h.env = env
+	return h
+}
+
+// serve runs the sessions of launch behind the HTTP API.
+func serve(tb testing.TB, o harnessOpts, launch relay.Launcher, log zerolog.Logger) *harness {
+	tb.Helper()
 	var store *relay.Store
 	if o.stateDir != "" {
 		var err error
@@ -118,7 +143,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 		Auth: auth, Sessions: sessions, Logger: log, PingInterval: o.ping, Done: done, SubscriberBuffer: o.subBuf,
 		CORSOrigins: o.cors,
 	}))
-	h := &harness{env: env, url: srv.URL, sessions: sessions}
+	h := &harness{url: srv.URL, sessions: sessions}
 	h.stop = func() {
 		close(done)
 		srv.Close()
@@ -584,7 +609,7 @@ func TestClientDisconnectTurnContinues(t *testing.T) {
 
 func TestAuthAndBadInput(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{})
+	h := newHarness(t, harnessOpts{fake: true, fakeReply: scriptedReply})
 	id := h.newSession(t)
 	big := strings.Repeat("x", relay.DefaultMaxBody+1)
 	cases := []struct {

@@ -53,17 +53,17 @@ type SessionParams struct {
 	Chat *Chat
 }
 
-// Launcher builds the supervisor session of a chat: the CLI spec for the
-// person, the control handlers. cmd/major provides it.
+// Launcher builds the CLI of a chat (a supervisor session): the CLI spec
+// for the person, the control handlers. cmd/major provides it.
 type Launcher interface {
-	Launch(p SessionParams) *supervisor.Session
+	Launch(p SessionParams) CLI
 }
 
 // LauncherFunc adapts a function to Launcher.
-type LauncherFunc func(SessionParams) *supervisor.Session
+type LauncherFunc func(SessionParams) CLI
 
 // Launch calls f.
-func (f LauncherFunc) Launch(p SessionParams) *supervisor.Session { return f(p) }
+func (f LauncherFunc) Launch(p SessionParams) CLI { return f(p) }
 
 // SessionsConfig configures Sessions.
 type SessionsConfig struct {
@@ -155,7 +155,7 @@ type Chat struct {
 	Person  string
 	Created time.Time
 
-	sess    *supervisor.Session
+	sess    CLI
 	stream  *Stream
 	store   *Store
 	elog    *eventLog
@@ -185,8 +185,8 @@ type Chat struct {
 	dispatch func(*Ticket)
 }
 
-// Session is the supervisor session.
-func (c *Chat) Session() *supervisor.Session { return c.sess }
+// Session is the chat's CLI.
+func (c *Chat) Session() CLI { return c.sess }
 
 // Stream is the session's event log.
 func (c *Chat) Stream() *Stream { return c.stream }

@@ -144,7 +144,7 @@ func TestSessionsExpire(t *testing.T) {
 	st, _ := NewStore(dir, zerolog.Nop())
 	now := time.Now()
 	clock := func() time.Time { return now }
-	launch := LauncherFunc(func(p SessionParams) *supervisor.Session {
+	launch := LauncherFunc(func(p SessionParams) CLI {
 		return supervisor.NewSession(supervisor.SessionConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
 	})
 	s, err := NewSessions(SessionsConfig{Launcher: launch, Store: st, TTL: time.Hour, Logger: zerolog.Nop(), Now: clock})

@@ -72,7 +72,7 @@ func (l *launcher) endTurn(ctx context.Context, person, sessionID string) string
 	return ""
 }
 
-func (l *launcher) Launch(p relay.SessionParams) *supervisor.Session {
+func (l *launcher) Launch(p relay.SessionParams) relay.CLI {
 	dir := filepath.Join(l.vaultRoot, p.Person)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		l.log.Error().Err(err).Str("dir", dir).Msg("create the person's vault folder")

@@ -1,0 +1,28 @@
+package relay
+
+import (
+	"context"
+
+	"github.com/majorhq/major/supervisor"
+)
+
+// CLI is what a chat needs from the CLI that runs its turns. It is small
+// so that the chat's bookkeeping (queue, questions, history, the HTTP API
+// above it) can be tested with a fake instead of the real claude process.
+type CLI interface {
+	// Send starts a turn with the person's message; the turn's events
+	// follow on the chat's Sink. supervisor.ErrBusy if a turn runs.
+	Send(ctx context.Context, text string) error
+	// Interrupt stops the running turn; supervisor.ErrNotRunning if none.
+	Interrupt(ctx context.Context) error
+	// SetWaiting marks the running turn as waiting for the person.
+	SetWaiting(waiting bool)
+	// State reports whether a turn runs or waits.
+	State() supervisor.State
+	// CLISessionID is the CLI's id for the conversation, to resume it.
+	CLISessionID() string
+	// Close stops the CLI for good.
+	Close() error
+}
+
+var _ CLI = (*supervisor.Session)(nil)

@@ -1,0 +1,249 @@
+// Package relaytest provides a fake of the CLI a relay chat drives, so the
+// chat's bookkeeping and the HTTP API above it can be tested in
+// milliseconds, without the claude binary. It owns no goroutines: every
+// event the fake publishes is published on the caller's goroutine. It must
+// not be imported by non-test code.
+package relaytest
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/supervisor"
+)
+
+// CLI is a fake relay.CLI. Each method calls its function field when set;
+// otherwise it plays a CLI that starts a turn on Send (publishing the turn
+// start on Sink) and keeps it open until Reply, Fail or Interrupt ends it.
+type CLI struct {
+	// Sink receives the turns' events, as the chat given to the Launcher.
+	Sink supervisor.Sink
+	// AutoReply, when set, ends each turn the default Send starts at
+	// once with the reply it returns, unless it returns false: that turn
+	// stays open.
+	AutoReply func(message string) (reply string, end bool)
+
+	SendFunc         func(ctx context.Context, text string) error
+	InterruptFunc    func(ctx context.Context) error
+	SetWaitingFunc   func(waiting bool)
+	StateFunc        func() supervisor.State
+	CLISessionIDFunc func() string
+	CloseFunc        func() error
+
+	mu      sync.Mutex
+	running bool
+	waiting bool
+	closed  bool
+	sent    []string
+}
+
+var _ relay.CLI = (*CLI)(nil)
+
+// Send calls SendFunc, or starts a turn: supervisor.ErrClosed after Close,
+// supervisor.ErrBusy while a turn runs.
+func (f *CLI) Send(ctx context.Context, text string) error {
+	if f.SendFunc != nil {
+		return f.SendFunc(ctx, text)
+	}
+	f.mu.Lock()
+	switch {
+	case f.closed:
+		f.mu.Unlock()
+		return supervisor.ErrClosed
+	case f.running:
+		f.mu.Unlock()
+		return supervisor.ErrBusy
+	}
+	f.running = true
+	f.sent = append(f.sent, text)
+	f.mu.Unlock()
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnStart, Text: text})
+	if f.AutoReply != nil {
+		if reply, end := f.AutoReply(text); end {
+			f.Reply(reply)
+		}
+	}
+	return nil
+}
+
+// Interrupt calls InterruptFunc, or ends the running turn as interrupted
+// (supervisor.ErrNotRunning when none runs).
+func (f *CLI) Interrupt(ctx context.Context) error {
+	if f.InterruptFunc != nil {
+		return f.InterruptFunc(ctx)
+	}
+	if !f.end() {
+		return supervisor.ErrNotRunning
+	}
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Interrupted: true})
+	return nil
+}
+
+// SetWaiting calls SetWaitingFunc, or records the state.
+func (f *CLI) SetWaiting(waiting bool) {
+	if f.SetWaitingFunc != nil {
+		f.SetWaitingFunc(waiting)
+		return
+	}
+	f.mu.Lock()
+	f.waiting = waiting
+	f.mu.Unlock()
+}
+
+// State calls StateFunc, or reports the fake's own state.
+func (f *CLI) State() supervisor.State {
+	if f.StateFunc != nil {
+		return f.StateFunc()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case !f.running:
+		return supervisor.StateIdle
+	case f.waiting:
+		return supervisor.StateWaiting
+	}
+	return supervisor.StateRunning
+}
+
+// CLISessionID calls CLISessionIDFunc, or returns "".
+func (f *CLI) CLISessionID() string {
+	if f.CLISessionIDFunc != nil {
+		return f.CLISessionIDFunc()
+	}
+	return ""
+}
+
+// Close calls CloseFunc, or marks the fake closed (idempotent).
+func (f *CLI) Close() error {
+	if f.CloseFunc != nil {
+		return f.CloseFunc()
+	}
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	return nil
+}
+
+// Sent is the messages the default Send took, in order.
+func (f *CLI) Sent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.sent...)
+}
+
+// Reply ends the running turn successfully with the assistant's text, as
+// the CLI would: an assistant message, then the result. It reports whether
+// a turn was running.
+func (f *CLI) Reply(text string) bool {
+	if !f.end() {
+		return false
+	}
+	f.publish(supervisor.Event{Kind: supervisor.EventCLI, Msg: message(map[string]any{
+		"type":    "assistant",
+		"message": map[string]any{"id": "msg_fake", "role": "assistant", "content": []any{map[string]any{"type": "text", "text": text}}},
+	})})
+	result := message(map[string]any{"type": "result", "subtype": "success", "result": text})
+	f.publish(supervisor.Event{Kind: supervisor.EventCLI, Msg: result})
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Msg: result})
+	return true
+}
+
+// Fail ends the running turn with err, as a CLI that died would. It
+// reports whether a turn was running.
+func (f *CLI) Fail(err error) bool {
+	if !f.end() {
+		return false
+	}
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Err: err})
+	return true
+}
+
+// end marks the running turn over; false if none ran.
+func (f *CLI) end() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.running {
+		return false
+	}
+	f.running, f.waiting = false, false
+	return true
+}
+
+func (f *CLI) publish(ev supervisor.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	if f.Sink != nil {
+		f.Sink.Publish(ev)
+	}
+}
+
+// message is v as a CLI output line.
+func message(v any) *supervisor.Message {
+	line, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // a literal above that does not encode is a bug here
+	}
+	m, err := supervisor.DecodeMessage(line)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Launcher records the fake CLI of every chat it launches, by chat id.
+type Launcher struct {
+	// New, when set, builds each fake (its Sink is set after); default a
+	// plain CLI.
+	New func(p relay.SessionParams) *CLI
+
+	mu   sync.Mutex
+	clis map[string]*CLI
+}
+
+var _ relay.Launcher = (*Launcher)(nil)
+
+// Launch implements relay.Launcher.
+func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
+	f := &CLI{}
+	if l.New != nil {
+		f = l.New(p)
+	}
+	f.Sink = p.Sink
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.clis == nil {
+		l.clis = map[string]*CLI{}
+	}
+	l.clis[p.ID] = f
+	return f
+}
+
+// CLI is the fake of the chat with id, or nil.
+func (l *Launcher) CLI(id string) *CLI {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.clis[id]
+}
+
+// NewSessions returns a registry whose chats run on fake CLIs, closed when
+// the test ends. cfg's Launcher and Logger are set here.
+func NewSessions(tb testing.TB, cfg relay.SessionsConfig) (*relay.Sessions, *Launcher) {
+	tb.Helper()
+	l := &Launcher{}
+	cfg.Launcher = l
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
+	s, err := relay.NewSessions(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s, l
+}
