@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/majorhq/major/clitest"
 )
@@ -79,7 +80,10 @@ func TestRefusesUnsafeLayout(t *testing.T) {
 			if tc.auto != "" {
 				args = append(args, "--linkedin-auto-publish", tc.auto)
 			}
-			err := run(context.Background(), args, nil, io.Discard, io.Discard)
+			// A layout that is not refused would serve: stop it soon.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := run(ctx, args, nil, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("run: %v, want an error containing %q", err, tc.want)
 			}
