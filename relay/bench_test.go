@@ -163,3 +163,48 @@ func BenchmarkTurn(b *testing.B) {
 	}
 	b.ReportMetric(float64(through)/float64(baseline), "x-baseline")
 }
+
+// BenchmarkPublishPersisted times publishing 8 turns of 32 events into a
+// stream whose log is on disk against the same into a stream kept in
+// memory only, in the same loop. The log writer writes and fsyncs
+// meanwhile; x-baseline is persisted time over in-memory time, the cost
+// the disk adds to the goroutine that publishes.
+func BenchmarkPublishPersisted(b *testing.B) {
+	body := []byte(`{"type":"text","delta":"` + strings.Repeat("w", 256) + `"}`)
+	st, err := NewStore(b.TempDir(), zerolog.Nop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	publishTurns := func(s *Stream) {
+		for range 8 {
+			s.publish("turn_start", []byte(`{"type":"turn_start","message":"m"}`), true, false)
+			for range 30 {
+				s.publish("text", body, false, false)
+			}
+			s.publish("done", []byte(`{"type":"done","session_id":"s"}`), false, true)
+		}
+	}
+	var persisted, memory time.Duration
+	for b.Loop() {
+		l, err := st.openLog("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		disk, mem := NewStream(l.append), NewStream(nil)
+		t0 := time.Now()
+		publishTurns(disk)
+		t1 := time.Now()
+		publishTurns(mem)
+		memory += time.Since(t1)
+		persisted += t1.Sub(t0)
+		b.StopTimer()
+		if err := l.close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.remove("bench"); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(persisted)/float64(memory), "x-baseline")
+}

@@ -73,6 +73,7 @@ func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
 	closeA()
 	// A crash: the log is left mid-turn, and a torn line at its end.
 	logPath := filepath.Join(state, "sessions", id, "events.ndjson")
+	waitLogged(t, logPath, `"type":"text"`)
 	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -262,6 +263,27 @@ func copyFile(tb testing.TB, from, to string) {
 
 // copyDir copies a state directory as it is on disk at this moment, which
 // is what a crashed server leaves.
+// waitLogged waits until the session log at path holds want: the log
+// writer writes an event shortly after clients see it, and a crash
+// before that loses it.
+func waitLogged(tb testing.TB, path, want string) {
+	tb.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.NewTimer(60 * time.Second)
+	defer timeout.Stop()
+	for {
+		if b, _ := os.ReadFile(path); strings.Contains(string(b), want) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-timeout.C:
+			tb.Fatalf("%s not in %s within 60s", want, path)
+		}
+	}
+}
+
 func copyDir(tb testing.TB, from, to string) {
 	tb.Helper()
 	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
@@ -356,6 +378,7 @@ func TestPendingQuestionClosedAfterCrash(t *testing.T) {
 	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
 	reqID, _ := waitAsk(t, a, "question")
 	closeA()
+	waitLogged(t, filepath.Join(state, "sessions", id, "events.ndjson"), reqID)
 	copyDir(t, state, state+"-crash") // what a crash leaves on disk
 	h.shutdown()
 

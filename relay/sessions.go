@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -374,22 +373,22 @@ func historyAnswer(text string, ev *Event, body typed) string {
 	return text + "\n\n" + marker
 }
 
-// persist saves the index entry and compacts a log grown too big. c.mu is
-// held.
+// persist queues the index entry and, for a log grown too big, its
+// compaction, for the log writer. c.mu is held; the disk is not touched.
 func (c *Chat) persist() {
-	if c.store == nil {
+	if c.elog == nil {
 		return
 	}
-	m := meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
-		Created: c.Created, LastActivity: c.lastActivity}
-	if err := c.store.saveMeta(m); err != nil {
-		c.log.Error().Err(err).Msg("save session index entry")
-	}
-	if c.elog != nil && c.store.MaxLogBytes > 0 && c.elog.bytes() > c.store.MaxLogBytes {
-		kept := c.stream.compact(func(events []*Event) []*Event { return compactEvents(events, c.store.KeepCLITurns) })
-		if err := c.elog.rewrite(filepath.Join(c.store.sessionDir(c.ID), "events.ndjson"), kept); err != nil {
-			c.log.Error().Err(err).Msg("compact event log")
-		}
+	c.elog.saveMeta(meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
+		Created: c.Created, LastActivity: c.lastActivity})
+	if c.store.MaxLogBytes > 0 && c.elog.bytes() > c.store.MaxLogBytes {
+		c.stream.compact(func(events []*Event) []*Event {
+			kept := compactEvents(events, c.store.KeepCLITurns)
+			// Under the stream's lock: the compacted log is queued before
+			// any event published after it.
+			c.elog.rewrite(kept)
+			return kept
+		})
 	}
 }
 
@@ -510,6 +509,9 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 	c.dispatch = func(t *Ticket) { s.dispatch(c, t) }
 	var err error
 	if s.cfg.Store != nil {
+		// The first index entry is saved before the session is used (a
+		// new session is not yet anyone's hot path); later ones are
+		// queued for the log writer.
 		if c.elog, err = s.cfg.Store.openLog(m.ID); err == nil {
 			err = s.cfg.Store.saveMeta(m)
 		}

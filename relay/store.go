@@ -25,10 +25,12 @@ import (
 // Why append-only files rather than an embedded database: the log is
 // written in order and read back whole, which is exactly what a file does,
 // with no dependency and nothing to tune. Each event is one line written
-// with one write call; the file is fsynced at the end of every turn and on
-// close. A crash can leave at most a torn last line, which Load drops; the
-// lines before it are never rewritten in place. Compaction writes a new
-// file and renames it over the old one.
+// in order by the session's log writer, never by the goroutine that
+// publishes it; the file is fsynced at the end of every turn and on close.
+// A crash loses the events the writer had not written yet and can leave a
+// torn last line, which load drops; the lines before it are never
+// rewritten in place. Compaction writes a new file and renames it over
+// the old one.
 type Store struct {
 	dir string
 	log zerolog.Logger
@@ -37,6 +39,9 @@ type Store struct {
 	// dropped (every client-facing event stays).
 	MaxLogBytes  int64
 	KeepCLITurns int
+	// syncFile fsyncs a session's log (nil: (*os.File).Sync); tests hold
+	// it to stand for a slow disk.
+	syncFile func(*os.File) error
 }
 
 // Policy defaults, documented in the README.
@@ -67,7 +72,10 @@ func (s *Store) sessionDir(id string) string { return filepath.Join(s.dir, "sess
 
 // saveMeta replaces the index entry atomically: write, fsync, rename.
 func (s *Store) saveMeta(m meta) error {
-	dir := s.sessionDir(m.ID)
+	return saveMeta(s.sessionDir(m.ID), m)
+}
+
+func saveMeta(dir string, m meta) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -154,47 +162,205 @@ func eventFromLine(turn int, terminal bool, line []byte) (*Event, error) {
 	return newEvent(head.Seq, turn, head.Type, body, terminal), nil
 }
 
-// eventLog is one session's open log file.
+// eventLog is one session's log writer: the goroutine that owns the log
+// file and the index entry. Publishing only queues (see enqueue), so the
+// CLI reader never waits on the disk while it holds the session's lock;
+// the writer takes everything queued at once, writes it with one write
+// call, fsyncs when a turn ended in it, and replaces the index entry.
+//
+// The queue is not bounded by a count: it holds pointers to events the
+// stream keeps in memory anyway, for replay. When the disk is slower than
+// the CLI the queue grows and the writer catches up in bigger batches; the
+// CLI is never slowed down by the disk.
 type eventLog struct {
-	mu    sync.Mutex
+	path     string
+	log      zerolog.Logger
+	syncFile func(*os.File) error
+
+	mu      sync.Mutex
+	wake    *sync.Cond
+	pending []logOp
+	size    int64 // the log's size once pending is written
+	closing bool
+	done    chan struct{}
+	result  error // of the final flush, for close
+
+	// Owned by the writer goroutine.
 	f     *os.File
-	size  int64
-	err   error
-	log   zerolog.Logger
-	dirty bool
+	err   error // the log failed: later events are kept in memory only
+	dirty bool  // written since the last fsync
+	buf   bytes.Buffer
 }
 
+// logOp is one queued piece of disk work: an event to append, an index
+// entry to save, or a compacted log to put in place of the current one.
+type logOp struct {
+	ev      *Event
+	meta    *meta
+	rewrite []*Event
+}
+
+// openLog starts the writer of session id's log. Should the file not
+// open, the error is returned with a writer that still saves the index
+// entry (the events are kept in memory only).
 func (s *Store) openLog(id string) (*eventLog, error) {
-	dir := s.sessionDir(id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	l := &eventLog{
+		path:     filepath.Join(s.sessionDir(id), "events.ndjson"),
+		log:      s.log.With().Str("session", id).Logger(),
+		syncFile: s.syncFile,
+		done:     make(chan struct{}),
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "events.ndjson"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if l.syncFile == nil {
+		l.syncFile = (*os.File).Sync
+	}
+	l.wake = sync.NewCond(&l.mu)
+	err := l.open()
 	if err != nil {
-		return nil, err
+		l.err = err
+	}
+	go l.run()
+	return l, err
+}
+
+func (l *eventLog) open() error {
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
-	return &eventLog{f: f, size: st.Size(), log: s.log.With().Str("session", id).Logger()}, nil
+	l.f, l.size = f, st.Size()
+	return nil
 }
 
-// append writes one event; at a turn's end it also fsyncs. A write error
-// is logged once and the log stops (the session keeps working in memory).
+// append queues one event; the writer fsyncs after a turn's last one.
+// It never waits on the disk. After close it does nothing.
 func (l *eventLog) append(ev *Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closing {
+		return
+	}
+	l.size += recordLen(ev)
+	l.pending = append(l.pending, logOp{ev: ev})
+	l.wake.Signal()
+}
+
+// saveMeta queues a replacement of the index entry.
+func (l *eventLog) saveMeta(m meta) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return
+	}
+	l.pending = append(l.pending, logOp{meta: &m})
+	l.wake.Signal()
+}
+
+// rewrite queues the replacement of the log by events (compaction). The
+// caller holds the stream's lock, so no event published after the
+// snapshot events is queued before it.
+func (l *eventLog) rewrite(events []*Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return
+	}
+	events = append([]*Event(nil), events...)
+	l.size = 0
+	for _, ev := range events {
+		l.size += recordLen(ev)
+	}
+	l.pending = append(l.pending, logOp{rewrite: events})
+	l.wake.Signal()
+}
+
+// bytes is the log's size with what is queued.
+func (l *eventLog) bytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size
+}
+
+// close stops taking work, waits until the writer has written everything
+// queued, fsyncs and closes the file. It is idempotent.
+func (l *eventLog) close() error {
+	l.mu.Lock()
+	l.closing = true
+	l.wake.Signal()
+	l.mu.Unlock()
+	<-l.done
+	return l.result
+}
+
+// run is the writer goroutine; close stops it once the queue is empty.
+func (l *eventLog) run() {
+	defer close(l.done)
+	for {
+		l.mu.Lock()
+		for len(l.pending) == 0 && !l.closing {
+			l.wake.Wait()
+		}
+		ops, closing := l.pending, l.closing
+		l.pending = nil
+		l.mu.Unlock()
+		l.write(ops)
+		if closing && len(ops) == 0 {
+			l.result = l.finish()
+			return
+		}
+	}
+}
+
+// write does one batch of queued work, in order: the events are written
+// together, a compaction first writes what came before it, and only the
+// last index entry of the batch is saved.
+func (l *eventLog) write(ops []logOp) {
+	var m *meta
+	fsync := false
+	for _, op := range ops {
+		switch {
+		case op.ev != nil:
+			l.buf.Write(encodeRecord(op.ev))
+			fsync = fsync || op.ev.Terminal
+		case op.meta != nil:
+			m = op.meta
+		default:
+			l.flush(false)
+			if err := l.replace(op.rewrite); err != nil {
+				l.log.Error().Err(err).Msg("compact event log")
+			}
+		}
+	}
+	l.flush(fsync)
+	if m != nil {
+		if err := saveMeta(filepath.Dir(l.path), *m); err != nil {
+			l.log.Error().Err(err).Msg("save session index entry")
+		}
+	}
+}
+
+// flush writes the buffered events, and fsyncs if fsync is set. A write
+// error is logged once and the log stops (the session keeps working in
+// memory).
+func (l *eventLog) flush(fsync bool) {
+	defer l.buf.Reset()
 	if l.err != nil || l.f == nil {
 		return
 	}
-	rec := encodeRecord(ev)
-	n, err := l.f.Write(rec)
-	l.size += int64(n)
-	l.dirty = true
-	if err == nil && ev.Terminal {
-		err = l.f.Sync()
+	var err error
+	if l.buf.Len() > 0 {
+		_, err = l.f.Write(l.buf.Bytes())
+		l.dirty = true
+	}
+	if err == nil && fsync && l.dirty {
+		err = l.syncFile(l.f)
 		l.dirty = false
 	}
 	if err != nil {
@@ -203,19 +369,33 @@ func (l *eventLog) append(ev *Event) {
 	}
 }
 
-func (l *eventLog) bytes() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.size
+// replace puts events in place of the log, atomically.
+func (l *eventLog) replace(events []*Event) error {
+	var b bytes.Buffer
+	for _, ev := range events {
+		b.Write(encodeRecord(ev))
+	}
+	if err := writeFileAtomic(l.path, b.Bytes()); err != nil {
+		return err
+	}
+	if l.f != nil {
+		l.f.Close()
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		l.f, l.err = nil, err
+		return err
+	}
+	l.f, l.dirty = f, false
+	return nil
 }
 
-func (l *eventLog) close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// finish fsyncs and closes the file.
+func (l *eventLog) finish() error {
 	if l.f == nil {
 		return nil
 	}
-	err := l.f.Sync()
+	err := l.syncFile(l.f)
 	if cerr := l.f.Close(); err == nil {
 		err = cerr
 	}
@@ -223,27 +403,13 @@ func (l *eventLog) close() error {
 	return err
 }
 
-// rewrite replaces the log with events (compaction), atomically.
-func (l *eventLog) rewrite(path string, events []*Event) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var b bytes.Buffer
-	for _, ev := range events {
-		b.Write(encodeRecord(ev))
+// recordLen is len(encodeRecord(ev)), without encoding it.
+func recordLen(ev *Event) int64 {
+	n := len(`{"t":`) + len(strconv.Itoa(ev.Turn)) + len(`,"e":`) + len(ev.Line) + len("}\n")
+	if ev.Terminal {
+		n += len(`,"x":true`)
 	}
-	if err := writeFileAtomic(path, b.Bytes()); err != nil {
-		return err
-	}
-	if l.f != nil {
-		l.f.Close()
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		l.f, l.err = nil, err
-		return err
-	}
-	l.f, l.size, l.dirty = f, int64(b.Len()), false
-	return nil
+	return int64(n)
 }
 
 // loaded is one session read back from disk.
