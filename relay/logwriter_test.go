@@ -41,7 +41,7 @@ func (d *heldDisk) open() { d.once.Do(func() { close(d.release) }) }
 
 func unstartedSessions(tb testing.TB, st *Store) *Sessions {
 	tb.Helper()
-	launch := LauncherFunc(func(p SessionParams) *supervisor.Session {
+	launch := LauncherFunc(func(p SessionParams) CLI {
 		return supervisor.NewSession(supervisor.SessionConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
 	})
 	s, err := NewSessions(SessionsConfig{Launcher: launch, Store: st, Logger: zerolog.Nop()})
