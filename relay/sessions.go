@@ -53,7 +53,7 @@ type SessionParams struct {
 }
 
 // Launcher builds the CLI of a chat (a supervisor session): the CLI spec
-// for the person, the control handlers. cmd/major provides it.
+// for the person, the control handlers. assembly.Launcher provides it.
 type Launcher interface {
 	Launch(p SessionParams) CLI
 }
