@@ -22,10 +22,10 @@ $(CLAUDE): scripts/install-claude.sh
 run: claude build
 	bash scripts/run-demo.sh
 
-# Every test: the Go packages (real-CLI ones included) with the race
-# detector, then the web client in headless Chromium against the server.
-test: claude
-	$(GO) vet ./...
+# Every test: lint (vet and staticcheck), the Go packages (real-CLI ones
+# included) with the race detector, then the web client in headless Chromium
+# against the server.
+test: claude lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 	bash web/e2e/run.sh
 
