@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/internal/standin"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
@@ -126,12 +127,12 @@ func TestLoadManySessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := relay.NewAuth(map[string][]string{token: {"sebastian", "petra"}})
+	auth, err := httpapi.NewAuth(map[string][]string{token: {"sebastian", "petra"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	srv := httptest.NewServer(relay.NewServer(relay.ServerConfig{
+	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{
 		Auth: auth, Sessions: sessions, Logger: log, Done: done,
 	}))
 	transport := &http.Transport{MaxIdleConnsPerHost: loadSessions * (loadClients + 1)}

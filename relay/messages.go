@@ -2,11 +2,8 @@ package relay
 
 import (
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/gin-gonic/gin"
 )
 
 // RichMessage is one entry of a session's rich history: the person's message
@@ -139,13 +136,4 @@ func (c *Chat) Messages() []RichMessage {
 		out = []RichMessage{}
 	}
 	return out
-}
-
-// messages serves the rich history of a session.
-func (s *Server) messages(c *gin.Context) {
-	chat, ok := s.session(c)
-	if !ok {
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "messages": chat.Messages()})
 }

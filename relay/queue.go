@@ -73,6 +73,23 @@ type Ticket struct {
 	delivered bool
 }
 
+// Queued reports whether the message waited in the queue (the session's
+// events show it queued) rather than starting at once. It is set before
+// Submit returns.
+func (t *Ticket) Queued() bool { return t.announced }
+
+// SlotWait is closed when the message starts waiting for a free process
+// slot.
+func (t *Ticket) SlotWait() <-chan struct{} { return t.slotWait }
+
+// Turn is the number of the message's turn on the session's stream; read
+// it once Started is closed.
+func (t *Ticket) Turn() int { return t.turn }
+
+// StartSeq is the stream's seq just before the turn's first event; read
+// it once Started is closed.
+func (t *Ticket) StartSeq() int64 { return t.startSeq }
+
 func newTicket(message string, now time.Time) *Ticket {
 	return &Ticket{ID: uuid.NewString(), Message: message, Accepted: now,
 		started: make(chan struct{}), slotWait: make(chan struct{})}
@@ -131,14 +148,14 @@ type turnQueue struct {
 	toStart *Ticket
 }
 
-// submitOpts says where a message comes from.
-type submitOpts struct {
-	// stream: a chat-stream (or chat) request, whose client sends the
+// SubmitOptions says where a message comes from.
+type SubmitOptions struct {
+	// Stream: a chat-stream (or chat) request, whose client sends the
 	// message again after a dropped connection; the same text joins the
 	// message already on its way.
-	stream bool
-	// opened: the request named no session of the person's.
-	opened bool
+	Stream bool
+	// Opened: the request named no session of the person's.
+	Opened bool
 }
 
 // resendOf finds the message text is a resend of: the running or a
@@ -170,17 +187,17 @@ func (q *turnQueue) resendOf(text string, openedOnly bool, now time.Time) *Ticke
 
 // submit takes a message: a resend joins the ticket it repeats; otherwise
 // the message starts now (start) or waits. A full queue refuses it.
-func (c *Chat) submit(text string, o submitOpts, now time.Time) (t *Ticket, start bool, err error) {
+func (c *Chat) submit(text string, o SubmitOptions, now time.Time) (t *Ticket, start bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := &c.queue
-	if o.stream {
+	if o.Stream {
 		if t := q.resendOf(text, false, now); t != nil {
 			return t, false, nil
 		}
 	}
 	t = newTicket(text, now)
-	t.stream, t.opened = o.stream, o.opened
+	t.stream, t.opened = o.Stream, o.Opened
 	c.drafts.mu.Lock()
 	t.draftsSeen = c.drafts.made
 	c.drafts.mu.Unlock()
@@ -249,7 +266,7 @@ func (c *Chat) startTicket(ev *Event, text string, now time.Time) {
 		q.sent = append(q.sent, t)
 	}
 	if ev == nil {
-		t.err = errStreamClosed
+		t.err = ErrStreamClosed
 	} else {
 		t.turn, t.startSeq = ev.Turn, ev.Seq-1
 	}
@@ -375,9 +392,9 @@ func (c *Chat) Queue() []QueuedMessage {
 	return out
 }
 
-// delivered records that a chat-stream sent the whole of t's turn to its
+// Delivered records that a chat-stream sent the whole of t's turn to its
 // client: a later identical message is then a new one.
-func (c *Chat) delivered(t *Ticket) {
+func (c *Chat) Delivered(t *Ticket) {
 	c.mu.Lock()
 	t.delivered = true
 	c.mu.Unlock()
@@ -392,14 +409,14 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// submit hands text to chat: it starts now, waits in the queue, or joins
+// Submit hands text to chat: it starts now, waits in the queue, or joins
 // the identical message already on its way.
-func (s *Sessions) submit(c *Chat, text string, o submitOpts) (*Ticket, error) {
+func (s *Sessions) Submit(c *Chat, text string, o SubmitOptions) (*Ticket, error) {
 	s.mu.Lock()
 	down := s.shutdown
 	s.mu.Unlock()
 	if down {
-		return nil, errShutdown
+		return nil, ErrShutdown
 	}
 	t, start, err := c.submit(text, o, s.cfg.Now())
 	if err != nil {
@@ -411,11 +428,11 @@ func (s *Sessions) submit(c *Chat, text string, o submitOpts) (*Ticket, error) {
 	return t, nil
 }
 
-// resendTarget finds, among the person's sessions, a message with this
+// ResendTarget finds, among the person's sessions, a message with this
 // text that opened its session and is still running, waiting, or finished
 // without its answer delivered: a client that lost its connection before
 // it learnt the session id sends it again without one.
-func (s *Sessions) resendTarget(person, text string) (*Chat, *Ticket) {
+func (s *Sessions) ResendTarget(person, text string) (*Chat, *Ticket) {
 	s.mu.Lock()
 	var chats []*Chat
 	for _, c := range s.byID {
@@ -443,7 +460,7 @@ func (s *Sessions) dispatch(c *Chat, t *Ticket) {
 	if s.closing {
 		s.endMu.Unlock()
 		for t != nil {
-			t = c.startFailed(t, errShutdown)
+			t = c.startFailed(t, ErrShutdown)
 		}
 		return
 	}
@@ -461,5 +478,9 @@ func (s *Sessions) dispatch(c *Chat, t *Ticket) {
 	}()
 }
 
-// errShutdown refuses messages once the server is shutting down.
-var errShutdown = fmt.Errorf("%w: shutting down", ErrUnavailable)
+// ErrUnavailable is returned when the server cannot take a turn now
+// (shutting down, or no CLI slot freed in time).
+var ErrUnavailable = errors.New("server is busy; try again shortly")
+
+// ErrShutdown refuses messages once the server is shutting down.
+var ErrShutdown = fmt.Errorf("%w: shutting down", ErrUnavailable)

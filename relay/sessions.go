@@ -691,7 +691,7 @@ func (s *Sessions) Shutdown(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, c := range chats {
-		c.cancelQueue(errShutdown)
+		c.cancelQueue(ErrShutdown)
 	}
 	var wg sync.WaitGroup
 	for _, c := range chats {
@@ -761,7 +761,7 @@ func (s *Sessions) Close() {
 	}
 	s.mu.Unlock()
 	for _, c := range chats {
-		c.cancelQueue(errShutdown)
+		c.cancelQueue(ErrShutdown)
 	}
 	s.stop()
 	defer s.starts.Wait()

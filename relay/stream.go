@@ -1,8 +1,3 @@
-// Package relay fans a session's events out to any number of clients as
-// NDJSON: the compat stream the existing Android and web clients parse, and
-// the richer per-session stream with sequence numbers, replay after
-// reconnect, every CLI event, questions and interrupts. It also serves the
-// HTTP API (gin) in front of the sessions.
 package relay
 
 import (
@@ -44,8 +39,8 @@ func newEvent(seq int64, turn int, typ string, body []byte, terminal bool) *Even
 // ErrSlow cuts off a subscriber that fell behind by more than its buffer.
 var ErrSlow = errors.New("client fell behind; re-attach with the last seq")
 
-// errStreamClosed ends subscriptions of a stream that was closed.
-var errStreamClosed = errors.New("session stream closed")
+// ErrStreamClosed ends subscriptions of a stream that was closed.
+var ErrStreamClosed = errors.New("session stream closed")
 
 // Stream is one session's event log and its subscribers. Publishing never
 // waits for a subscriber: one whose buffer is full is cut off.
@@ -231,7 +226,7 @@ func (s *Stream) Subscribe(after int64, filter func(*Event) bool, buf int) (*Sub
 		}
 	}
 	if s.closed {
-		sub.err = errStreamClosed
+		sub.err = ErrStreamClosed
 		close(ch)
 		return sub, nil
 	}
@@ -265,6 +260,6 @@ func (s *Stream) Close() {
 	defer s.mu.Unlock()
 	s.closed = true
 	for sub := range s.subs {
-		s.dropLocked(sub, errStreamClosed)
+		s.dropLocked(sub, ErrStreamClosed)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/relay"
 )
 
@@ -138,7 +139,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	if err := setFromEnv(fs, getenv); err != nil {
 		return c, err
 	}
-	origins, err := relay.ParseOrigins(*corsOrigins)
+	origins, err := httpapi.ParseOrigins(*corsOrigins)
 	if err != nil {
 		return c, fmt.Errorf("--cors-origins (MAJOR_CORS_ORIGINS): %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/majorhq/major/assembly"
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/readiness"
@@ -44,7 +45,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	auth, err := relay.LoadAuth(cfg.AuthFile)
+	auth, err := httpapi.LoadAuth(cfg.AuthFile)
 	if err != nil {
 		return err
 	}
@@ -143,7 +144,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	defer expiry.Close()
 
 	done := make(chan struct{})
-	srvCfg := relay.ServerConfig{
+	srvCfg := httpapi.Config{
 		Auth:       auth,
 		Sessions:   sessions,
 		Logger:     log,
@@ -160,7 +161,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// A development override: the client as it is on disk.
 		srvCfg.Static = clientFiles{dir: http.Dir(cfg.WebDir)}
 	}
-	api := relay.NewServer(srvCfg)
+	api := httpapi.NewServer(srvCfg)
 
 	ln, err := listen(ctx, cfg.Addr)
 	if err != nil {

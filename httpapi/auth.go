@@ -1,4 +1,4 @@
-package relay
+package httpapi
 
 import (
 	"crypto/sha256"
@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/majorhq/major/relay"
 )
 
 // Auth maps bearer tokens to the persons they may act as. Tokens are kept
@@ -22,13 +23,6 @@ type authEntry struct {
 	persons map[string]bool
 }
 
-// personName is a plain lowercase name: it becomes a folder name, so no
-// slashes, dots or anything else that could walk out of the vault root.
-var personName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
-
-// ValidPerson reports whether name is a plain lowercase person name.
-func ValidPerson(name string) bool { return personName.MatchString(name) }
-
 // NewAuth builds an Auth from token -> persons.
 func NewAuth(tokens map[string][]string) (*Auth, error) {
 	a := &Auth{}
@@ -38,7 +32,7 @@ func NewAuth(tokens map[string][]string) (*Auth, error) {
 		}
 		e := authEntry{digest: sha256.Sum256([]byte(tok)), persons: map[string]bool{}}
 		for _, p := range persons {
-			if !ValidPerson(p) {
+			if !relay.ValidPerson(p) {
 				return nil, fmt.Errorf("auth: person %q is not a plain lowercase name", p)
 			}
 			e.persons[p] = true

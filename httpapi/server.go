@@ -1,8 +1,7 @@
-package relay
+package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -12,13 +11,14 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 )
 
-// ServerConfig configures the HTTP API.
-type ServerConfig struct {
+// Config configures the HTTP API.
+type Config struct {
 	Auth     *Auth
-	Sessions *Sessions
+	Sessions *relay.Sessions
 	Logger   zerolog.Logger
 	// MaxBody bounds request bodies; default DefaultMaxBody.
 	MaxBody int64
@@ -49,13 +49,13 @@ type ServerConfig struct {
 
 // Server is the HTTP API in front of the sessions.
 type Server struct {
-	cfg    ServerConfig
+	cfg    Config
 	log    zerolog.Logger
 	engine *gin.Engine
 }
 
 // NewServer builds the router.
-func NewServer(cfg ServerConfig) *Server {
+func NewServer(cfg Config) *Server {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -135,30 +135,30 @@ func (s *Server) fail(c *gin.Context, err error) {
 	switch {
 	case errors.As(err, &ae):
 		status, msg = ae.status, ae.msg
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, relay.ErrNotFound):
 		status, msg = http.StatusNotFound, "session not found"
-	case errors.Is(err, ErrTooManySessions):
+	case errors.Is(err, relay.ErrTooManySessions):
 		status, msg = http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, supervisor.ErrBusy):
 		status, msg = http.StatusConflict, "the session is already running a turn; wait for it to finish or interrupt it"
-	case errors.Is(err, ErrQueueFull):
+	case errors.Is(err, relay.ErrQueueFull):
 		status, msg = http.StatusTooManyRequests, err.Error()+"; wait for the replies or cancel a waiting message"
 		c.Header("Retry-After", "10")
-	case errors.Is(err, ErrNotQueued):
+	case errors.Is(err, relay.ErrNotQueued):
 		status, msg = http.StatusNotFound, "no such waiting message; it may have started already"
-	case errors.Is(err, ErrCancelled):
+	case errors.Is(err, relay.ErrCancelled):
 		status, msg = http.StatusConflict, "the message was cancelled before it ran"
 	case errors.Is(err, supervisor.ErrNotRunning):
 		status, msg = http.StatusConflict, "the session is not running a turn"
 	case errors.Is(err, supervisor.ErrClosed):
 		status, msg = http.StatusGone, "the session is closed"
-	case errors.Is(err, ErrUnknownRequest):
+	case errors.Is(err, relay.ErrUnknownRequest):
 		status, msg = http.StatusNotFound, "no such pending request"
-	case errors.Is(err, ErrAlreadyAnswered):
+	case errors.Is(err, relay.ErrAlreadyAnswered):
 		status, msg = http.StatusConflict, "that request was already answered"
-	case errors.Is(err, ErrGone):
+	case errors.Is(err, relay.ErrGone):
 		status, msg = http.StatusGone, "events before that seq are no longer kept; attach with after=0"
-	case errors.Is(err, ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, supervisor.ErrPersonBusy):
+	case errors.Is(err, relay.ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, supervisor.ErrPersonBusy):
 		status, msg = http.StatusServiceUnavailable, err.Error()
 		c.Header("Retry-After", "5")
 	default:
@@ -166,10 +166,6 @@ func (s *Server) fail(c *gin.Context, err error) {
 	}
 	c.AbortWithStatusJSON(status, gin.H{"error": msg})
 }
-
-// ErrUnavailable is returned when the server cannot take a turn now
-// (shutting down, or no CLI slot freed in time).
-var ErrUnavailable = errors.New("server is busy; try again shortly")
 
 func (s *Server) recoverer(c *gin.Context) {
 	defer func() {
@@ -212,7 +208,7 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	person := c.GetHeader("X-Notes-Person")
-	if !ValidPerson(person) {
+	if !relay.ValidPerson(person) {
 		s.fail(c, badRequest("X-Notes-Person must be a plain lowercase name"))
 		return
 	}
@@ -264,7 +260,7 @@ func (s *Server) bind(c *gin.Context, req validated) bool {
 // session (or, without a known session id, one that opened a session of
 // the person's) is a client sending again after its connection dropped:
 // it follows that message instead of reaching the model twice.
-func (s *Server) chatTicket(c *gin.Context) (*Chat, *Ticket, chatRequest, bool) {
+func (s *Server) chatTicket(c *gin.Context) (*relay.Chat, *relay.Ticket, chatRequest, bool) {
 	var req chatRequest
 	if !s.bind(c, &req) {
 		return nil, nil, req, false
@@ -273,7 +269,7 @@ func (s *Server) chatTicket(c *gin.Context) (*Chat, *Ticket, chatRequest, bool) 
 	chat, err := s.cfg.Sessions.Get(req.SessionID, person)
 	opened := err != nil
 	if opened {
-		if prev, t := s.cfg.Sessions.resendTarget(person, req.Message); t != nil {
+		if prev, t := s.cfg.Sessions.ResendTarget(person, req.Message); t != nil {
 			return prev, t, req, true
 		}
 		if chat, err = s.cfg.Sessions.GetOrCreate("", person); err != nil {
@@ -281,7 +277,7 @@ func (s *Server) chatTicket(c *gin.Context) (*Chat, *Ticket, chatRequest, bool) 
 			return nil, nil, req, false
 		}
 	}
-	t, err := s.cfg.Sessions.submit(chat, req.Message, submitOpts{stream: true, opened: opened})
+	t, err := s.cfg.Sessions.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened})
 	if err != nil {
 		s.fail(c, err)
 		return nil, nil, req, false
@@ -298,28 +294,28 @@ const (
 // awaitTurn waits until t's turn starts, calling idle every ping interval
 // and status when t waits in the queue or for a free process. The error
 // is why the turn never started, or why the wait ended first.
-func (s *Server) awaitTurn(ctx context.Context, t *Ticket, status func(string) error, idle func() error) error {
+func (s *Server) awaitTurn(ctx context.Context, t *relay.Ticket, status func(string) error, idle func() error) error {
 	if status == nil {
 		status = func(string) error { return nil }
 	}
 	if idle == nil {
 		idle = func() error { return nil }
 	}
-	if t.announced && !isClosed(t.started) {
+	if t.Queued() && !isClosed(t.Started()) {
 		if err := status(queuedStatus); err != nil {
 			return err
 		}
 	}
 	ping := time.NewTimer(s.cfg.PingInterval)
 	defer ping.Stop()
-	slot := t.slotWait
+	slot := t.SlotWait()
 	for {
-		if isClosed(t.started) {
-			return t.err
+		if isClosed(t.Started()) {
+			return t.Err()
 		}
 		select {
-		case <-t.started:
-			return t.err
+		case <-t.Started():
+			return t.Err()
 		case <-slot:
 			slot = nil
 			if err := status(slotWaitStatus); err != nil {
@@ -343,15 +339,15 @@ func (s *Server) awaitTurn(ctx context.Context, t *Ticket, status func(string) e
 // first up to and including its terminal event, replaying what was
 // already published. It returns false if the stream ended first (client
 // gone, cut off, shutdown).
-func (s *Server) followTurn(ctx context.Context, chat *Chat, t *Ticket, fn func(*Event) error, idle func() error) (bool, error) {
-	turn := t.turn
-	sub, err := chat.Stream().Subscribe(t.startSeq, func(ev *Event) bool { return ev.Turn == turn }, s.cfg.SubscriberBuffer)
+func (s *Server) followTurn(ctx context.Context, chat *relay.Chat, t *relay.Ticket, fn func(*relay.Event) error, idle func() error) (bool, error) {
+	turn := t.Turn()
+	sub, err := chat.Stream().Subscribe(t.StartSeq(), func(ev *relay.Event) bool { return ev.Turn == turn }, s.cfg.SubscriberBuffer)
 	if err != nil {
 		return false, err
 	}
 	defer sub.Close()
 	// handle reports whether ev ended the turn.
-	handle := func(ev *Event) (bool, error) {
+	handle := func(ev *relay.Event) (bool, error) {
 		if err := fn(ev); err != nil {
 			return false, err
 		}
@@ -404,108 +400,6 @@ func (s *Server) followTurn(ctx context.Context, chat *Chat, t *Ticket, fn func(
 
 var errShuttingDown = errors.New("server is shutting down")
 
-var pingLine = []byte(`{"type":"ping"}`)
-
-// chatStream is the compat streaming endpoint of shared/seeds/004.
-func (s *Server) chatStream(c *gin.Context) {
-	chat, t, req, ok := s.chatTicket(c)
-	if !ok {
-		return
-	}
-	if req.Interactive {
-		defer chat.AttachInteractive()()
-	}
-	w := newLineWriter(c, s.cfg.WriteTimeout)
-	// The headers go out at once: a proxy with an idle limit must not cut
-	// a message that waits for its turn.
-	if w.flush() != nil {
-		return
-	}
-	ctx := c.Request.Context()
-	status := func(msg string) error { return w.line(mustJSON(statusEvent{Type: "status", Message: msg})) }
-	ping := func() error { return w.line(pingLine) }
-	err := s.awaitTurn(ctx, t, status, ping)
-	if err == nil {
-		var done bool
-		done, err = s.followTurn(ctx, chat, t, func(ev *Event) error {
-			if ev.Compat == nil {
-				return nil // not an event the compat clients know
-			}
-			return w.line(ev.Compat)
-		}, ping)
-		if done {
-			chat.delivered(t)
-			return
-		}
-	}
-	if ctx.Err() != nil || w.err != nil {
-		return // the client is gone
-	}
-	_ = w.line(mustJSON(errorEvent{Type: "error", Message: streamEndMessage(err)}))
-}
-
-// streamEndMessage is what a compat client reads when its turn could not
-// be streamed to the end: it never started, or the stream was cut.
-func streamEndMessage(err error) string {
-	switch {
-	case errors.Is(err, ErrSlow):
-		return "This connection fell too far behind and was cut off; the answer continues in the session."
-	case errors.Is(err, errStreamClosed), errors.Is(err, supervisor.ErrClosed):
-		return "The session was closed."
-	case errors.Is(err, errShuttingDown), errors.Is(err, errShutdown):
-		return "The server is shutting down; send your message again shortly."
-	case errors.Is(err, ErrCancelled):
-		return "Your message was cancelled before it ran."
-	case errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, ErrUnavailable):
-		return "The server is busy; send your message again shortly."
-	}
-	return "Your message could not be run: " + errText(err)
-}
-
-// chat is the compat non-streaming endpoint: the same turn, answered as one
-// JSON object.
-func (s *Server) chat(c *gin.Context) {
-	chat, t, _, ok := s.chatTicket(c)
-	if !ok {
-		return
-	}
-	ctx := c.Request.Context()
-	if err := s.awaitTurn(ctx, t, nil, nil); err != nil {
-		if ctx.Err() == nil {
-			s.fail(c, err)
-		}
-		return
-	}
-	var text strings.Builder
-	var terminal *Event
-	done, err := s.followTurn(ctx, chat, t, func(ev *Event) error {
-		switch {
-		case ev.Terminal:
-			terminal = ev
-		case ev.Type == "text":
-			var t textEvent
-			if json.Unmarshal(ev.Compat, &t) == nil {
-				text.WriteString(t.Delta)
-			}
-		}
-		return nil
-	}, nil)
-	if !done {
-		if ctx.Err() == nil {
-			s.fail(c, &apiError{http.StatusServiceUnavailable, "the turn did not finish: " + errText(err)})
-		}
-		return
-	}
-	chat.delivered(t)
-	if terminal.Type == "error" {
-		var e errorEvent
-		_ = json.Unmarshal(terminal.Compat, &e)
-		c.JSON(http.StatusBadGateway, gin.H{"error": e.Message, "session_id": chat.ID})
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "response": text.String(), "history": chat.History()})
-}
-
 func errText(err error) string {
 	if err == nil {
 		return "stream ended"
@@ -554,7 +448,7 @@ func (s *Server) createSession(c *gin.Context) {
 }
 
 // session finds the person's session named in the path.
-func (s *Server) session(c *gin.Context) (*Chat, bool) {
+func (s *Server) session(c *gin.Context) (*relay.Chat, bool) {
 	chat, err := s.cfg.Sessions.Get(c.Param("id"), personOf(c))
 	if err != nil {
 		s.fail(c, err)
@@ -644,9 +538,9 @@ func (s *Server) events(c *gin.Context) {
 }
 
 // typeFilter parses ?types=a,b into a filter; empty means every type.
-func typeFilter(spec string) (func(*Event) bool, error) {
+func typeFilter(spec string) (func(*relay.Event) bool, error) {
 	if strings.TrimSpace(spec) == "" {
-		return func(*Event) bool { return true }, nil
+		return func(*relay.Event) bool { return true }, nil
 	}
 	want := map[string]bool{}
 	for _, t := range strings.Split(spec, ",") {
@@ -654,7 +548,7 @@ func typeFilter(spec string) (func(*Event) bool, error) {
 		if t == "" {
 			continue
 		}
-		if !ValidPerson(strings.ReplaceAll(t, "_", "-")) {
+		if !relay.ValidPerson(strings.ReplaceAll(t, "_", "-")) {
 			return nil, badRequest("types must be a comma-separated list of event types")
 		}
 		want[t] = true
@@ -662,7 +556,7 @@ func typeFilter(spec string) (func(*Event) bool, error) {
 	if len(want) == 0 {
 		return nil, badRequest("types names no event type; leave it out for every type")
 	}
-	return func(ev *Event) bool { return want[ev.Type] }, nil
+	return func(ev *relay.Event) bool { return want[ev.Type] }, nil
 }
 
 // postMessage starts a turn without holding a stream open, or queues it
@@ -677,24 +571,24 @@ func (s *Server) postMessage(c *gin.Context) {
 		return
 	}
 	seq := chat.Stream().Seq()
-	t, err := s.cfg.Sessions.submit(chat, req.Message, submitOpts{})
+	t, err := s.cfg.Sessions.Submit(chat, req.Message, relay.SubmitOptions{})
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if !t.announced {
+	if !t.Queued() {
 		// It starts now: wait until it has, so a full server answers 503.
 		select {
-		case <-t.started:
+		case <-t.Started():
 		case <-c.Request.Context().Done():
 			return
 		}
-		if t.err != nil {
-			s.fail(c, t.err)
+		if err := t.Err(); err != nil {
+			s.fail(c, err)
 			return
 		}
 	}
-	c.JSON(http.StatusAccepted, gin.H{"session_id": chat.ID, "after": seq, "queue_id": t.ID, "queued": t.announced})
+	c.JSON(http.StatusAccepted, gin.H{"session_id": chat.ID, "after": seq, "queue_id": t.ID, "queued": t.Queued()})
 }
 
 // listQueue lists the session's waiting messages.
@@ -758,7 +652,7 @@ func (s *Server) answer(c *gin.Context) {
 	if !s.bind(c, &req) {
 		return
 	}
-	if err := chat.Answer("question", req.RequestID, Answer{Answers: req.Answers}); err != nil {
+	if err := chat.Answer("question", req.RequestID, relay.Answer{Answers: req.Answers}); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -774,10 +668,19 @@ func (s *Server) permission(c *gin.Context) {
 	if !s.bind(c, &req) {
 		return
 	}
-	ans := Answer{Allow: req.Behavior == "allow", Message: req.Message, Remember: req.Remember}
+	ans := relay.Answer{Allow: req.Behavior == "allow", Message: req.Message, Remember: req.Remember}
 	if err := chat.Answer("permission", req.RequestID, ans); err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"answered": true})
+}
+
+// messages serves the rich history of a session.
+func (s *Server) messages(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "messages": chat.Messages()})
 }

@@ -1,4 +1,4 @@
-package relay
+package httpapi
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/relay/relaytest"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -145,7 +147,7 @@ func FuzzTypeFilter(f *testing.F) {
 		named := 0
 		for _, name := range strings.Split(spec, ",") {
 			if name = strings.TrimSpace(name); name != "" {
-				if !ValidPerson(strings.ReplaceAll(name, "_", "-")) {
+				if !relay.ValidPerson(strings.ReplaceAll(name, "_", "-")) {
 					t.Fatalf("accepted type %q", name)
 				}
 				named++
@@ -155,7 +157,7 @@ func FuzzTypeFilter(f *testing.F) {
 		if named == 0 && strings.TrimSpace(spec) != "" {
 			t.Fatalf("types=%q names no type but was accepted", spec)
 		}
-		if got := filter(&Event{Type: typ}); got != want {
+		if got := filter(&relay.Event{Type: typ}); got != want {
 			t.Fatalf("types=%q: filter(%q) = %v, want %v", spec, typ, got, want)
 		}
 	})
@@ -172,25 +174,15 @@ func FuzzEventsQuery(f *testing.F) {
 	f.Add("0", ",")
 	f.Add("0", "bad type")
 
-	log := zerolog.Nop()
-	sessions, err := NewSessions(SessionsConfig{
-		Launcher: LauncherFunc(func(p SessionParams) CLI {
-			// No turn runs here, so no process is ever started.
-			return supervisor.NewSession(supervisor.SessionConfig{ID: p.ID, Person: p.Person, Sink: p.Sink, Logger: log})
-		}),
-		Logger: log,
-	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(sessions.Close)
+	// The fake CLI runs no turn here; the events are published directly.
+	sessions, _ := relaytest.NewSessions(f, relay.SessionsConfig{})
 	auth, err := NewAuth(map[string][]string{"tok": {"sebastian"}})
 	if err != nil {
 		f.Fatal(err)
 	}
 	done := make(chan struct{})
 	close(done) // streams end right after the replay
-	srv := NewServer(ServerConfig{Auth: auth, Sessions: sessions, Logger: log, Done: done})
+	srv := NewServer(Config{Auth: auth, Sessions: sessions, Logger: zerolog.Nop(), Done: done})
 	chat, _ := sessions.GetOrCreate("", "sebastian")
 	chat.Publish(supervisor.Event{Kind: supervisor.EventTurnStart, Text: "hi"})
 	chat.Publish(supervisor.Event{Kind: supervisor.EventTurnEnd})

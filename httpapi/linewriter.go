@@ -1,4 +1,4 @@
-package relay
+package httpapi
 
 import (
 	"encoding/json"
@@ -65,4 +65,13 @@ func (l *lineWriter) flush() error {
 func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

@@ -1,0 +1,10 @@
+// Package httpapi is the HTTP API in front of the session core (package
+// relay): routing, authentication (bearer token and person), CORS,
+// request binding (JSON and form bodies), errors mapped to statuses in one
+// place, and the NDJSON streams written and flushed line by line, with
+// the compat endpoints the seed clients speak.
+//
+// It holds no session state: every session, message, queue entry and
+// event comes from relay.Sessions. It must not start CLIs, translate CLI
+// events or touch the disk.
+package httpapi

@@ -1,0 +1,659 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/httpapi"
+	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/relay/relaytest"
+)
+
+// These tests run the HTTP API against the real router and the real
+// session core, with a fake CLI under each chat: no claude process is
+// started. What the CLI does is tested end to end in relay and cmd/major.
+
+const token = "t0ken-sebastian-and-petra"
+
+type harness struct {
+	url      string
+	sessions *relay.Sessions
+	fakes    *relaytest.Launcher
+}
+
+type harnessOpts struct {
+	cors []string
+	// reply answers each turn's message (see scriptedReply); nil keeps
+	// every turn open until it is interrupted.
+	reply func(message string) (reply string, end bool)
+}
+
+func newHarness(tb testing.TB, o harnessOpts) *harness {
+	tb.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
+	fakes := &relaytest.Launcher{New: func(relay.SessionParams) *relaytest.CLI {
+		return &relaytest.CLI{AutoReply: o.reply}
+	}}
+	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: fakes, Logger: log})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	auth, err := httpapi.NewAuth(map[string][]string{token: {"sebastian", "petra"}, "only-petra": {"petra"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{
+		Auth: auth, Sessions: sessions, Logger: log, Done: done, CORSOrigins: o.cors,
+	}))
+	tb.Cleanup(func() {
+		close(done)
+		srv.Close()
+		sessions.Close()
+	})
+	return &harness{url: srv.URL, sessions: sessions, fakes: fakes}
+}
+
+// timesSent is how many times text reached a CLI as a message.
+func (h *harness) timesSent(text string) int {
+	n := 0
+	for _, p := range []string{"sebastian", "petra"} {
+		for _, info := range h.sessions.List(p) {
+			for _, m := range h.fakes.CLI(info.ID).Sent() {
+				if m == text {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+const formType = "application/x-www-form-urlencoded"
+
+// liveStream is a chat-stream response read line by line, as the seed
+// clients read it.
+type liveStream struct {
+	resp *http.Response
+	sc   *bufio.Scanner
+	evs  []map[string]json.RawMessage
+}
+
+// openStream posts a chat-stream request as the seed clients do and
+// returns once the response headers are in.
+func (h *harness) openStream(tb testing.TB, ctype, body string) *liveStream {
+	tb.Helper()
+	resp := h.request(tb, "POST", "/api/claude/chat-stream", "sebastian", ctype, body)
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tb.Fatalf("chat-stream: %d %s", resp.StatusCode, b)
+	}
+	tb.Cleanup(func() { resp.Body.Close() })
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	return &liveStream{resp: resp, sc: sc}
+}
+
+// next reads one line; false at the end of the stream.
+func (s *liveStream) next(tb testing.TB) (map[string]json.RawMessage, bool) {
+	tb.Helper()
+	if !s.sc.Scan() {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(s.sc.Bytes(), &m); err != nil {
+		tb.Fatalf("line is not a JSON object: %q", s.sc.Text())
+	}
+	s.evs = append(s.evs, m)
+	return m, true
+}
+
+// upTo reads up to and including the first line of type typ.
+func (s *liveStream) upTo(tb testing.TB, typ string) map[string]json.RawMessage {
+	tb.Helper()
+	for {
+		ev, ok := s.next(tb)
+		if !ok {
+			tb.Fatalf("stream ended before a %s line: %v", typ, s.evs)
+		}
+		if str(ev, "type") == typ {
+			return ev
+		}
+	}
+}
+
+// rest reads to the end and returns every line of the stream, pings left
+// out.
+func (s *liveStream) rest(tb testing.TB) []map[string]json.RawMessage {
+	tb.Helper()
+	for {
+		if _, ok := s.next(tb); !ok {
+			break
+		}
+	}
+	var out []map[string]json.RawMessage
+	for _, ev := range s.evs {
+		if str(ev, "type") != "ping" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func form(message, sessionID string) string {
+	v := url.Values{"message": {message}}
+	if sessionID != "" {
+		v.Set("session_id", sessionID)
+	}
+	return v.Encode()
+}
+
+func keys(m map[string]json.RawMessage) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ",")
+}
+
+// compatKeys is the exact key set of each compat event (shared/seeds/004).
+var compatKeys = map[string]string{
+	"text":   "delta,type",
+	"status": "message,type",
+	"tool":   "input,name,type",
+	"ping":   "type",
+	"done":   "session_id,type",
+	"error":  "message,type",
+}
+
+func checkCompat(tb testing.TB, evs []map[string]json.RawMessage) {
+	tb.Helper()
+	terminal := 0
+	for i, ev := range evs {
+		typ := str(ev, "type")
+		want, ok := compatKeys[typ]
+		if !ok {
+			tb.Fatalf("event %d has a type compat clients do not know: %s", i, typ)
+		}
+		if got := keys(ev); got != want {
+			tb.Fatalf("%s event keys = %s, want exactly %s", typ, got, want)
+		}
+		if typ == "done" || typ == "error" {
+			terminal++
+			if i != len(evs)-1 {
+				tb.Fatalf("terminal %s event is not the last line", typ)
+			}
+		}
+	}
+	if terminal != 1 {
+		tb.Fatalf("turn ended with %d done/error events, want exactly 1: %v", terminal, evs)
+	}
+}
+
+// assertUsable runs one more turn in the session (after an interrupt, a
+// crash, bad input, ...) and checks it answers normally.
+func (h *harness) assertUsable(tb testing.TB, id string) {
+	tb.Helper()
+	_, evs := h.chatStream(tb, "sebastian", "", jsonBody(map[string]any{"message": "[[say still usable]]", "session_id": id}))
+	checkCompat(tb, evs)
+	if got := streamText(evs); got != "still usable" {
+		tb.Fatalf("the session is not usable any more: %v", evs)
+	}
+}
+
+func streamText(evs []map[string]json.RawMessage) string {
+	var sb strings.Builder
+	for _, ev := range evs {
+		if str(ev, "type") == "text" {
+			sb.WriteString(str(ev, "delta"))
+		}
+	}
+	return sb.String()
+}
+
+func (h *harness) chatStream(tb testing.TB, person, ctype, body string) (int, []map[string]json.RawMessage) {
+	tb.Helper()
+	resp := h.request(tb, "POST", "/api/claude/chat-stream", person, ctype, body)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		tb.Logf("chat-stream: %d %s", resp.StatusCode, b)
+		return resp.StatusCode, nil
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		tb.Fatalf("content type %q", ct)
+	}
+	return resp.StatusCode, lines(tb, resp.Body)
+}
+
+// request sends a request as person with token; body is JSON unless ctype
+// says otherwise.
+func (h *harness) request(tb testing.TB, method, path, person, ctype, body string) *http.Response {
+	tb.Helper()
+	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Notes-Person", person)
+	req.Header.Set("Accept", "application/x-ndjson")
+	if ctype == "" {
+		ctype = "application/json"
+	}
+	req.Header.Set("Content-Type", ctype)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp
+}
+
+func jsonBody(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// call sends a request and decodes a JSON object answer.
+func (h *harness) call(tb testing.TB, method, path, person string, body any) (int, map[string]any) {
+	tb.Helper()
+	s := ""
+	if body != nil {
+		s = jsonBody(body)
+	}
+	resp := h.request(tb, method, path, person, "", s)
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &out); err != nil {
+		tb.Fatalf("%s %s: answer is not a JSON object: %q", method, path, b)
+	}
+	return resp.StatusCode, out
+}
+
+// lines reads NDJSON lines until EOF, each as a map of raw values.
+func lines(tb testing.TB, r io.Reader) []map[string]json.RawMessage {
+	tb.Helper()
+	var out []map[string]json.RawMessage
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "" {
+			tb.Fatalf("blank line in the stream")
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			tb.Fatalf("line is not a JSON object: %q", sc.Text())
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func str(m map[string]json.RawMessage, key string) string {
+	var s string
+	_ = json.Unmarshal(m[key], &s)
+	return s
+}
+
+// attach opens the events stream and delivers its lines on a channel.
+func (h *harness) attach(tb testing.TB, id string, query string) (<-chan map[string]json.RawMessage, func()) {
+	tb.Helper()
+	resp := h.request(tb, "GET", "/api/claude/sessions/"+id+"/events?"+query, "sebastian", "", "")
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		tb.Fatalf("attach: %d %s", resp.StatusCode, b)
+	}
+	ch := make(chan map[string]json.RawMessage, 10000)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				ch <- m
+			}
+		}
+	}()
+	return ch, func() { resp.Body.Close(); wg.Wait() }
+}
+
+// until reads events up to and including the first one of type typ.
+func until(tb testing.TB, ch <-chan map[string]json.RawMessage, typ string) []map[string]json.RawMessage {
+	tb.Helper()
+	var out []map[string]json.RawMessage
+	timeout := time.NewTimer(60 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				tb.Fatalf("stream ended before a %s event; got %d events", typ, len(out))
+			}
+			if str(ev, "type") == "ping" {
+				continue
+			}
+			out = append(out, ev)
+			if str(ev, "type") == typ {
+				return out
+			}
+		case <-timeout.C:
+			tb.Fatalf("no %s event within 60s", typ)
+		}
+	}
+}
+
+func (h *harness) newSession(tb testing.TB) string {
+	tb.Helper()
+	code, out := h.call(tb, "POST", "/api/claude/sessions", "sebastian", nil)
+	if code != http.StatusCreated {
+		tb.Fatalf("create session: %d %v", code, out)
+	}
+	return out["id"].(string)
+}
+
+func TestAuthAndBadInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{reply: scriptedReply})
+	id := h.newSession(t)
+	big := strings.Repeat("x", httpapi.DefaultMaxBody+1)
+	cases := []struct {
+		name, method, path, auth, person, ctype, body string
+		want                                          int
+	}{
+		{"no token", "POST", "/api/claude/chat-stream", "", "sebastian", "", `{"message":"hi"}`, 401},
+		{"wrong token", "POST", "/api/claude/chat-stream", "Bearer nope", "sebastian", "", `{"message":"hi"}`, 401},
+		{"not bearer", "POST", "/api/claude/chat-stream", "Basic " + token, "sebastian", "", `{"message":"hi"}`, 401},
+		{"person not allowed", "POST", "/api/claude/chat-stream", "Bearer only-petra", "sebastian", "", `{"message":"hi"}`, 403},
+		{"unknown person", "GET", "/api/claude/sessions", "Bearer " + token, "mallory", "", ``, 403},
+		{"path person", "GET", "/api/claude/sessions", "Bearer " + token, "../petra", "", ``, 400},
+		{"dotted person", "GET", "/api/claude/sessions", "Bearer " + token, "sebastian.bak", "", ``, 400},
+		{"slash person", "GET", "/api/claude/sessions", "Bearer " + token, "a/b", "", ``, 400},
+		{"upper person", "GET", "/api/claude/sessions", "Bearer " + token, "Sebastian", "", ``, 400},
+		{"no person", "GET", "/api/claude/sessions", "Bearer " + token, "", "", ``, 400},
+		{"malformed json", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "application/json", `{"message":`, 400},
+		{"json not object", "POST", "/api/claude/chat", "Bearer " + token, "sebastian", "application/json", `["hi"]`, 400},
+		{"missing message", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "", `{"session_id":"x"}`, 400},
+		{"empty message", "POST", "/api/claude/chat", "Bearer " + token, "sebastian", "", `{"message":"   "}`, 400},
+		{"empty form message", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "application/x-www-form-urlencoded", `message=`, 400},
+		{"empty body", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "application/json", ``, 400},
+		{"too large", "POST", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "application/json", `{"message":"` + big + `"}`, 413},
+		{"unsupported type", "POST", "/api/claude/chat", "Bearer " + token, "sebastian", "text/xml", `<m/>`, 415},
+		{"unknown session events", "GET", "/api/claude/sessions/nope/events", "Bearer " + token, "sebastian", "", ``, 404},
+		{"other person's session", "GET", "/api/claude/sessions/" + id + "/events", "Bearer " + token, "petra", "", ``, 404},
+		{"unknown session message", "POST", "/api/claude/sessions/nope/messages", "Bearer " + token, "sebastian", "", `{"message":"hi"}`, 404},
+		{"unknown session interrupt", "POST", "/api/claude/sessions/nope/interrupt", "Bearer " + token, "sebastian", "", ``, 404},
+		{"unknown session answer", "POST", "/api/claude/sessions/nope/answer", "Bearer " + token, "sebastian", "", `{"request_id":"r","answers":{"q":"a"}}`, 404},
+		{"history without id", "GET", "/api/claude/history", "Bearer " + token, "sebastian", "", ``, 400},
+		{"bad after", "GET", "/api/claude/sessions/" + id + "/events?after=-1", "Bearer " + token, "sebastian", "", ``, 400},
+		{"bad types", "GET", "/api/claude/sessions/" + id + "/events?types=a/b", "Bearer " + token, "sebastian", "", ``, 400},
+		{"message to idle session, empty", "POST", "/api/claude/sessions/" + id + "/messages", "Bearer " + token, "sebastian", "", `{"message":""}`, 400},
+		{"unknown answer request", "POST", "/api/claude/sessions/" + id + "/answer", "Bearer " + token, "sebastian", "", `{"request_id":"r","answers":{"q":"a"}}`, 404},
+		{"answer without answers", "POST", "/api/claude/sessions/" + id + "/answer", "Bearer " + token, "sebastian", "", `{"request_id":"r"}`, 400},
+		{"permission bad behavior", "POST", "/api/claude/sessions/" + id + "/permission", "Bearer " + token, "sebastian", "", `{"request_id":"r","behavior":"maybe"}`, 400},
+		{"wrong method stream", "GET", "/api/claude/chat-stream", "Bearer " + token, "sebastian", "", ``, 405},
+		{"wrong method history", "DELETE", "/api/claude/history", "Bearer " + token, "sebastian", "", ``, 405},
+		{"no such endpoint", "GET", "/api/claude/nothing", "Bearer " + token, "sebastian", "", ``, 404},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, h.url+tc.path, strings.NewReader(tc.body))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			if tc.person != "" {
+				req.Header.Set("X-Notes-Person", tc.person)
+			}
+			if tc.ctype != "" {
+				req.Header.Set("Content-Type", tc.ctype)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.want, b)
+			}
+			var out map[string]any
+			if err := json.Unmarshal(b, &out); err != nil || len(out) != 1 || out["error"] == "" {
+				t.Fatalf("error body is not {\"error\": ...}: %s", b)
+			}
+			if strings.Contains(string(b), token) {
+				t.Fatal("the token leaked into a response")
+			}
+		})
+	}
+	// Nothing broke: the session still works.
+	h.assertUsable(t, id)
+}
+
+func TestQueueBoundAndCancel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{reply: scriptedReply})
+	id := h.newSession(t)
+	ev, closeEv := h.attach(t, id, "types=queued,queue_cancelled,turn_start,done")
+	defer closeEv()
+	base := "/api/claude/sessions/" + id
+	if code, out := h.call(t, "POST", base+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
+		t.Fatalf("first message: %d %v", code, out)
+	}
+	until(t, ev, "turn_start")
+
+	// A seed client's message waits in the queue: headers at once, a
+	// status saying it waits, then pings.
+	waiting := h.openStream(t, formType, form("[[say never]]", id))
+	var ids []string
+	for i := range queueBound - 1 {
+		code, out := h.call(t, "POST", base+"/messages", "sebastian", map[string]any{"message": "[[say q" + string(rune('a'+i)) + "]]"})
+		if code != http.StatusAccepted || out["queue_id"] == nil {
+			t.Fatalf("queued message %d: %d %v", i, code, out)
+		}
+		ids = append(ids, out["queue_id"].(string))
+	}
+	// The ninth waiting message is refused, for both kinds of client.
+	resp := h.request(t, "POST", "/api/claude/chat-stream", "sebastian", formType, form("[[say too many]]", id))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e map[string]any
+	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(b, &e) != nil || !strings.Contains(e["error"].(string), "waiting") {
+		t.Fatalf("chat-stream beyond the queue bound: %d %s", resp.StatusCode, b)
+	}
+	if code, out := h.call(t, "POST", base+"/messages", "sebastian", map[string]any{"message": "more"}); code != http.StatusTooManyRequests {
+		t.Fatalf("message beyond the queue bound: %d %v", code, out)
+	}
+
+	code, list := h.call(t, "GET", base+"/queue", "sebastian", nil)
+	entries, _ := list["queue"].([]any)
+	if code != 200 || len(entries) != queueBound {
+		t.Fatalf("queue: %d %v", code, list)
+	}
+	firstEntry := entries[0].(map[string]any)
+	if firstEntry["message"] != "[[say never]]" {
+		t.Fatalf("queue order: %v", entries)
+	}
+	// Another person sees no such session.
+	if code, _ := h.call(t, "GET", base+"/queue", "petra", nil); code != http.StatusNotFound {
+		t.Fatalf("petra reading the queue: %d", code)
+	}
+	// Cancel the seed client's message and one more: the waiting stream
+	// ends with its one error, the events stream shows both.
+	for _, qid := range []string{firstEntry["id"].(string), ids[2]} {
+		if code, out := h.call(t, "DELETE", base+"/queue/"+qid, "sebastian", nil); code != 200 || out["cancelled"] != true {
+			t.Fatalf("cancel %s: %d %v", qid, code, out)
+		}
+	}
+	if code, _ := h.call(t, "DELETE", base+"/queue/"+ids[2], "sebastian", nil); code != http.StatusNotFound {
+		t.Fatalf("cancelling twice: %d", code)
+	}
+	evs := waiting.rest(t)
+	checkCompat(t, evs)
+	if len(evs) != 2 || str(evs[0], "type") != "status" || !strings.Contains(str(evs[1], "message"), "cancelled") {
+		t.Fatalf("cancelled message's stream: %v", evs)
+	}
+	if _, list := h.call(t, "GET", base+"/queue", "sebastian", nil); len(list["queue"].([]any)) != queueBound-2 {
+		t.Fatalf("queue after cancelling two: %v", list)
+	}
+
+	// The running turn ends; the rest run in order.
+	if code, out := h.call(t, "POST", base+"/interrupt", "sebastian", nil); code != 200 {
+		t.Fatalf("interrupt: %d %v", code, out)
+	}
+	var seen []string
+	for len(seen) < queueBound-2 {
+		for _, e := range until(t, ev, "turn_start") {
+			if str(e, "type") == "turn_start" {
+				seen = append(seen, str(e, "message"))
+			}
+		}
+	}
+	until(t, ev, "done")
+	var want []string
+	for i := range queueBound - 1 {
+		if i != 2 {
+			want = append(want, "[[say q"+string(rune('a'+i))+"]]")
+		}
+	}
+	if strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Fatalf("turns ran:\n %v\nwant %v", seen, want)
+	}
+	if h.timesSent("[[say never]]") != 0 || h.timesSent("[[say qc]]") != 0 {
+		t.Fatal("a cancelled message reached the model")
+	}
+}
+
+// queueBound is the default bound of waiting messages per session.
+const queueBound = 8
+
+func TestCORS(t *testing.T) {
+	t.Parallel()
+	const allowed = "https://notes.example"
+	h := newHarness(t, harnessOpts{cors: []string{allowed}})
+	off := newHarness(t, harnessOpts{})
+	do := func(t *testing.T, base, method, path, origin string, hdr map[string]string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, nil)
+		req.Header.Set("Origin", origin)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	preflight := map[string]string{"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,x-notes-person,content-type"}
+	authed := map[string]string{"Authorization": "Bearer " + token, "X-Notes-Person": "sebastian"}
+
+	t.Run("preflight from a configured origin", func(t *testing.T) {
+		resp := do(t, h.url, "OPTIONS", "/api/claude/chat-stream", allowed, preflight)
+		if resp.StatusCode/100 != 2 || resp.Header.Get("Access-Control-Allow-Origin") != allowed {
+			t.Fatalf("preflight: %d %v", resp.StatusCode, resp.Header)
+		}
+		hdrs := strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers"))
+		for _, want := range []string{"authorization", "x-notes-person", "content-type"} {
+			if !strings.Contains(hdrs, want) {
+				t.Fatalf("allowed headers %q lack %s", hdrs, want)
+			}
+		}
+		if !strings.Contains(resp.Header.Get("Access-Control-Allow-Methods"), "POST") || !strings.Contains(resp.Header.Get("Vary"), "Origin") {
+			t.Fatalf("preflight headers: %v", resp.Header)
+		}
+	})
+	t.Run("request from a configured origin", func(t *testing.T) {
+		resp := do(t, h.url, "GET", "/api/claude/sessions", allowed, authed)
+		if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != allowed {
+			t.Fatalf("request: %d %v", resp.StatusCode, resp.Header)
+		}
+	})
+	for name, base := range map[string]string{"other origin": h.url, "not configured": off.url} {
+		t.Run(name, func(t *testing.T) {
+			for _, resp := range []*http.Response{
+				do(t, base, "OPTIONS", "/api/claude/chat-stream", "https://evil.example", preflight),
+				do(t, base, "GET", "/api/claude/sessions", "https://evil.example", authed),
+				do(t, base, "OPTIONS", "/api/claude/chat-stream", allowed+".evil.example", preflight),
+			} {
+				for k := range resp.Header {
+					if strings.HasPrefix(k, "Access-Control-") {
+						t.Fatalf("CORS header %s for an origin not configured: %v", k, resp.Header)
+					}
+				}
+			}
+		})
+	}
+}
+
+// scriptedReply answers a fake CLI's turns the way the scripted model
+// answers the same messages: "[[say X]]" says X, "[[hang]]" never ends,
+// anything else is echoed.
+func scriptedReply(message string) (string, bool) {
+	if message == "[[hang]]" {
+		return "", false
+	}
+	if said, ok := strings.CutPrefix(message, "[[say "); ok {
+		if said, ok := strings.CutSuffix(said, "]]"); ok {
+			return said, true
+		}
+	}
+	return "echo: " + message, true
+}
+
+// The compat endpoints encode a turn the same way for form and JSON
+// requests, and for streaming and non-streaming clients.
+func TestCompatEncodingsWithFakeCLI(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{reply: scriptedReply})
+
+	status, evs := h.chatStream(t, "sebastian", formType, url.Values{"message": {"[[say from the phone]]"}}.Encode())
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	checkCompat(t, evs)
+	if got := streamText(evs); got != "from the phone" {
+		t.Fatalf("text %q", got)
+	}
+	sid := str(evs[len(evs)-1], "session_id")
+	if sid == "" {
+		t.Fatalf("done without session id: %v", evs)
+	}
+
+	status, evs = h.chatStream(t, "sebastian", "application/json", jsonBody(map[string]any{"message": "[[say from the web]]", "session_id": sid}))
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	checkCompat(t, evs)
+	if got := str(evs[len(evs)-1], "session_id"); got != sid {
+		t.Fatalf("session changed: %s -> %s", sid, got)
+	}
+	if got := streamText(evs); got != "from the web" {
+		t.Fatalf("text %q", got)
+	}
+
+	code, out := h.call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[say plain answer]]", "session_id": sid})
+	if code != 200 || out["response"] != "plain answer" || out["session_id"] != sid || len(out["history"].([]any)) != 6 {
+		t.Fatalf("chat: %d %v", code, out)
+	}
+	if got := h.fakes.CLI(sid).Sent(); len(got) != 3 {
+		t.Fatalf("the CLI got %d messages, want 3: %q", len(got), got)
+	}
+}
