@@ -120,20 +120,6 @@ func (s *liveStream) next(tb testing.TB) (map[string]json.RawMessage, bool) {
 	return m, true
 }
 
-// upTo reads up to and including the first line of type typ.
-func (s *liveStream) upTo(tb testing.TB, typ string) map[string]json.RawMessage {
-	tb.Helper()
-	for {
-		ev, ok := s.next(tb)
-		if !ok {
-			tb.Fatalf("stream ended before a %s line: %v", typ, s.evs)
-		}
-		if str(ev, "type") == typ {
-			return ev
-		}
-	}
-}
-
 // rest reads to the end and returns every line of the stream, pings left
 // out.
 func (s *liveStream) rest(tb testing.TB) []map[string]json.RawMessage {
