@@ -643,3 +643,33 @@ func TestCompatEncodingsWithFakeCLI(t *testing.T) {
 		t.Fatalf("the CLI got %d messages, want 3: %q", len(got), got)
 	}
 }
+
+// A chat-stream that has to wait (here behind a running turn) gets its
+// NDJSON headers and a status line at once, before any event of its turn:
+// a proxy with an idle limit must not cut it.
+func TestChatStreamHeadersWhileWaiting(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{reply: scriptedReply})
+	id := h.newSession(t)
+	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
+		t.Fatalf("first message: %d %v", code, out)
+	}
+	s := h.openStream(t, formType, form("[[say after the wait]]", id))
+	for name, want := range map[string]string{"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+		if got := s.resp.Header.Get(name); got != want {
+			t.Fatalf("%s = %q, want %q", name, got, want)
+		}
+	}
+	first, ok := s.next(t)
+	if !ok || str(first, "type") != "status" || !strings.HasPrefix(str(first, "message"), "Waiting for the reply to your previous message") {
+		t.Fatalf("first line while waiting: %v", first)
+	}
+	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != 200 {
+		t.Fatalf("interrupt: %d %v", code, out)
+	}
+	evs := s.rest(t)
+	checkCompat(t, evs)
+	if got := streamText(evs); got != "after the wait" {
+		t.Fatalf("the waiting message: %v", evs)
+	}
+}

@@ -106,7 +106,7 @@ func BenchmarkTurn(b *testing.B) {
 	}
 	defer sub.Close()
 	relayTurn := func() {
-		if err := chat.Session().Send(context.Background(), msg); err != nil {
+		if err := chat.CLI().Send(context.Background(), msg); err != nil {
 			b.Fatal(err)
 		}
 		for ev := range sub.C {

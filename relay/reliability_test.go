@@ -108,7 +108,7 @@ func TestKilledCLIMidTurnThenUsable(t *testing.T) {
 	until(t, a, "text")
 	chat, _ := h.sessions.Get(id, "sebastian")
 	start := time.Now()
-	_ = syscall.Kill(chat.Session().(*supervisor.Session).Pid(), syscall.SIGKILL)
+	_ = syscall.Kill(chat.CLI().(*supervisor.Session).Pid(), syscall.SIGKILL)
 	evs := until(t, a, "error")
 	if e := evs[len(evs)-1]; time.Since(start) > 2*time.Second || str(e, "kind") != "crashed" ||
 		str(e, "message") != "The assistant crashed; your next message continues the conversation." {
@@ -322,7 +322,7 @@ func TestStalledClientBlocksNobody(t *testing.T) {
 		t.Fatalf("the reading client got %d bytes, want %d", n, size)
 	}
 	chat, _ := h.sessions.Get(id, "sebastian")
-	if chat.Session().State() != supervisor.StateIdle {
+	if chat.CLI().State() != supervisor.StateIdle {
 		t.Fatal("turn did not finish while a client stalled")
 	}
 	t.Logf("8 MB turn with a stalled client attached: %s", time.Since(start))

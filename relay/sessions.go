@@ -184,8 +184,8 @@ type Chat struct {
 	dispatch func(*Ticket)
 }
 
-// Session is the chat's CLI.
-func (c *Chat) Session() CLI { return c.sess }
+// CLI is the chat's CLI.
+func (c *Chat) CLI() CLI { return c.sess }
 
 // Stream is the session's event log.
 func (c *Chat) Stream() *Stream { return c.stream }
