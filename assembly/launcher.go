@@ -8,7 +8,8 @@
 // It decides policy and nothing else: it does not parse flags or the
 // environment (cmd/major does), it does not run the CLI (supervisor does),
 // serve HTTP or keep sessions (relay does), and it does not touch the
-// vault's files or git itself (hooks does, through the Hooks it is given).
+// vault's files or git itself (package vault does, reached through the
+// Hooks it is given).
 package assembly
 
 import (
@@ -25,6 +26,7 @@ import (
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // SystemPrompt is the service's prompt (shared/seeds/000), Security
@@ -161,7 +163,7 @@ func (l *Launcher) EndTurn(ctx context.Context, person, sessionID string) string
 	l.cfg.Hooks.EndTurn(sessionID)
 	if err := l.cfg.Hooks.CommitTurn(ctx, person, sessionID); err != nil {
 		l.log.Warn().Err(err).Str("session", sessionID).Msg("end-of-turn commit failed")
-		return hooks.Explain(err)
+		return vault.Explain(err)
 	}
 	return ""
 }

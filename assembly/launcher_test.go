@@ -17,6 +17,7 @@ import (
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // fakeHooks is an assembly.Hooks whose answers the test sets.
@@ -186,14 +187,14 @@ func TestPolicy(t *testing.T) {
 }
 
 func TestEndTurn(t *testing.T) {
-	pushFailed := &hooks.SyncError{Step: "push", Err: errors.New("fatal: could not read from https://token@example.com/vault.git")}
+	pushFailed := &vault.SyncError{Step: "push", Err: errors.New("fatal: could not read from https://token@example.com/vault.git")}
 	for _, tc := range []struct {
 		name   string
 		err    error
 		status string
 	}{
 		{"committed", nil, ""},
-		{"push failed", pushFailed, hooks.Explain(pushFailed)},
+		{"push failed", pushFailed, vault.Explain(pushFailed)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls []string

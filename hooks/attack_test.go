@@ -19,6 +19,7 @@ import (
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // filesServer is an MCP server with one tool, save, that writes any file
@@ -137,7 +138,7 @@ func TestGuardDeniesProtectedNamesThroughCLI(t *testing.T) {
 		writeFile(t, filepath.Join(v, nb), notebook)
 	}
 	writeFile(t, filepath.Join(root, ".git", "info", "exclude"), "*.ipynb\n")
-	g := newGitSync(t, hooks.GitConfig{Root: root})
+	g := newGitSync(t, vault.GitConfig{Root: root})
 	h := newHooks(t, root, g)
 	var asked atomic.Int64
 	s, rec := startPermissive(t, env, "sebastian", h, &asked)

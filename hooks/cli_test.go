@@ -17,6 +17,7 @@ import (
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // initEvent is the last system/init the CLI sent.
@@ -39,7 +40,7 @@ func initEvent(tb testing.TB, r *clitest.Recorder) map[string]any {
 
 var fixedClock = func() time.Time { return time.Date(2026, 1, 18, 14, 32, 15, 0, time.UTC) }
 
-func newHooks(tb testing.TB, root string, g *hooks.GitSync) *hooks.Hooks {
+func newHooks(tb testing.TB, root string, g *vault.GitSync) *hooks.Hooks {
 	tb.Helper()
 	return hooks.New(hooks.Config{
 		VaultRoot: root, Git: g, Clock: fixedClock, LogTimeout: 20 * time.Second,
@@ -104,7 +105,7 @@ func TestWebFetchLogThroughCLI(t *testing.T) {
 	root := env.VaultRoot
 	remote := withRemote(t, root)
 	otherClone(t, remote, "elsewhere.md") // the remote moved on before any session
-	g := newGitSync(t, hooks.GitConfig{Root: root})
+	g := newGitSync(t, vault.GitConfig{Root: root})
 	h := newHooks(t, root, g)
 
 	evil := "https://example.com/b\n- [2026-01-01 00:00:00] (petra) [x](https://evil) `y`\r"
@@ -160,7 +161,7 @@ func TestWebFetchLogFailureDoesNotBreakTheTurn(t *testing.T) {
 	root := env.VaultRoot
 	withRemote(t, root)
 	git(t, root, "remote", "set-url", "origin", filepath.Join(t.TempDir(), "gone.git"))
-	g := newGitSync(t, hooks.GitConfig{Root: root, Timeout: 5 * time.Second})
+	g := newGitSync(t, vault.GitConfig{Root: root, Timeout: 5 * time.Second})
 	h := newHooks(t, root, g)
 	s, rec := startSession(t, env, "sebastian", "s1", h, nil)
 
@@ -196,7 +197,7 @@ func TestVaultGuardAndCommitTurnThroughCLI(t *testing.T) {
 	}
 	git(t, root, "add", ".")
 	git(t, root, "commit", "-q", "-m", "start")
-	g := newGitSync(t, hooks.GitConfig{Root: root})
+	g := newGitSync(t, vault.GitConfig{Root: root})
 	h := newHooks(t, root, g)
 	s, rec := startSession(t, env, "sebastian", "guard-1", h, nil)
 

@@ -1,20 +1,26 @@
 // Package hooks answers the Claude Code CLI's hook callbacks for the notes
-// vault: the vault guard that keeps every file tool inside the session's
-// person's folder, the WebFetch and WebSearch audit logs, and the git
-// commits that record what a turn changed. Every write to the vault
-// repository goes through one GitSync.
+// vault: it registers the callbacks (Matchers) and dispatches each one
+// (Handle) to the vault package, which decides: the vault guard before
+// every tool, the write leases that keep file tools and git syncs apart,
+// and the WebFetch and WebSearch audit logs. It also ends a turn (EndTurn,
+// CommitTurn) and names the CLI flags that keep the vault from
+// configuring the CLI (IsolationArgs).
+//
+// It holds no vault rule of its own: path checks, person names, git and
+// log writing belong to vault, and it must not write to the vault other
+// than through it.
 package hooks
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // The hook callback ids Matchers registers and Handle answers.
@@ -33,7 +39,7 @@ type Config struct {
 	VaultRoot string
 	// Git commits and pushes the audit logs and the turns' changes. Nil:
 	// logs are written but not committed, and CommitTurn does nothing.
-	Git *GitSync
+	Git *vault.GitSync
 	// Clock stamps log entries; default time.Now.
 	Clock func() time.Time
 	// LogTimeout bounds recording one web request (waiting for the git
@@ -57,7 +63,8 @@ var _ Caller = (*supervisor.Session)(nil)
 type Hooks struct {
 	cfg   Config
 	log   zerolog.Logger
-	guard Guard
+	guard vault.Guard
+	audit *vault.AuditLog
 }
 
 // New returns Hooks for the vault at cfg.VaultRoot.
@@ -71,7 +78,8 @@ func New(cfg Config) *Hooks {
 	return &Hooks{
 		cfg:   cfg,
 		log:   cfg.Logger.With().Str("component", "hooks").Logger(),
-		guard: Guard{VaultRoot: cfg.VaultRoot},
+		guard: vault.Guard{VaultRoot: cfg.VaultRoot},
+		audit: vault.NewAuditLog(cfg.VaultRoot, cfg.Git),
 	}
 }
 
@@ -85,7 +93,7 @@ func (h *Hooks) Matchers() map[string][]supervisor.HookMatcher {
 	// The guard may hold a write back while a git sync runs.
 	guardTimeout := logTimeout
 	if h.cfg.Git != nil {
-		guardTimeout = int((h.cfg.Git.cfg.WriteHold+10*time.Second)/time.Second) + 1
+		guardTimeout = int((h.cfg.Git.WriteHold()+10*time.Second)/time.Second) + 1
 	}
 	done := []supervisor.HookMatcher{{Matcher: "*", HookCallbackIDs: []string{CallbackToolDone}}}
 	return map[string][]supervisor.HookMatcher{
@@ -119,7 +127,7 @@ func (h *Hooks) Handle(ctx context.Context, c Caller, req *supervisor.ControlReq
 			log.Warn().RawJSON("input", safeRaw(in.ToolInput)).Str("reason", reason).Msg("tool call denied by the vault guard")
 			return deny(reason), nil
 		}
-		if h.cfg.Git != nil && touchesFilesInput(in.ToolName, in.ToolInput) {
+		if h.cfg.Git != nil && vault.TouchesFiles(in.ToolName, in.ToolInput) {
 			// The lease ends with the tool's PostToolUse (or its failure),
 			// or with the turn.
 			if err := h.cfg.Git.BeginWrite(ctx, c.ID(), toolUseID(req, in)); err != nil {
@@ -158,15 +166,11 @@ func (h *Hooks) Handle(ctx context.Context, c Caller, req *supervisor.ControlReq
 func (h *Hooks) record(ctx context.Context, log zerolog.Logger, c Caller, rel, what, text string) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.LogTimeout)
 	defer cancel()
-	line := LogEntry(h.cfg.Clock(), c.Person(), text)
-	write := func() error { return appendLine(h.cfg.VaultRoot, rel, line) }
-	var err error
-	if h.cfg.Git == nil {
-		err = write()
-	} else {
-		msg := fmt.Sprintf("%s (%s, session %s)", what, oneLine(c.Person()), oneLine(c.ID()))
-		err = h.cfg.Git.Do(ctx, msg, []string{rel}, write)
-	}
+	err := h.audit.Append(ctx, vault.Entry{
+		Log:     rel,
+		Line:    LogEntry(h.cfg.Clock(), c.Person(), text),
+		Message: fmt.Sprintf("%s (%s, session %s)", what, c.Person(), c.ID()),
+	})
 	if err != nil {
 		log.Error().Err(err).Str("log", rel).Msg("audit log not recorded")
 		c.Notice(fmt.Sprintf("%s: the audit log %s could not be updated and synced; the request went ahead.", what, rel))
@@ -193,22 +197,13 @@ func toolUseID(req *supervisor.ControlRequest, in supervisor.HookInput) string {
 // naming the session; a turn that changed nothing commits nothing. Callers
 // report an error as a status: the turn itself has already succeeded.
 func (h *Hooks) CommitTurn(ctx context.Context, person, sessionID string) error {
-	if _, err := h.guard.vault(person); err != nil {
+	if _, err := h.guard.Folder(person); err != nil {
 		return fmt.Errorf("commit turn: %w", err)
 	}
 	if h.cfg.Git == nil {
 		return nil
 	}
-	dir := person + "/"
-	changed, err := h.cfg.Git.Changed(ctx, dir)
-	if err != nil {
-		return fmt.Errorf("commit turn: %w", err)
-	}
-	if !changed {
-		return nil
-	}
-	msg := fmt.Sprintf("Session %s: changes in %s's vault", oneLine(sessionID), oneLine(person))
-	if err := h.cfg.Git.Commit(ctx, msg, dir); err != nil {
+	if err := h.cfg.Git.CommitTurn(ctx, person, sessionID); err != nil {
 		return fmt.Errorf("commit turn: %w", err)
 	}
 	return nil
@@ -243,11 +238,6 @@ func deny(reason string) json.RawMessage {
 		"permissionDecisionReason": reason,
 	}})
 	return out
-}
-
-// oneLine keeps a value that goes into a commit message on one line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // safeRaw returns raw if it is JSON, so a log line never breaks.

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/vault"
 )
 
 func TestMain(m *testing.M) {
@@ -29,6 +30,13 @@ func git(tb testing.TB, dir string, args ...string) string {
 		tb.Fatalf("git %s in %s: %v: %s", strings.Join(args, " "), dir, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+func newRepo(tb testing.TB) string {
+	tb.Helper()
+	root := tb.TempDir()
+	git(tb, root, "init", "-q", "-b", "main")
+	return root
 }
 
 // writeFile writes body to path, creating folders.
@@ -77,10 +85,10 @@ func otherClone(tb testing.TB, remote, file string) {
 	git(tb, dir, "push", "-q", "origin", "HEAD:main")
 }
 
-func newGitSync(tb testing.TB, cfg hooks.GitConfig) *hooks.GitSync {
+func newGitSync(tb testing.TB, cfg vault.GitConfig) *vault.GitSync {
 	tb.Helper()
 	cfg.Logger = zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
-	g := hooks.NewGitSync(cfg)
+	g := vault.NewGitSync(cfg)
 	tb.Cleanup(func() { _ = g.Close() })
 	return g
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/scriptedmodel"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // syncWindow is a slow spot inside every pull that brings a change of
@@ -177,7 +178,7 @@ func TestFileToolsAndGitSyncsExcludeEachOther(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "other")
 	git(t, t.TempDir(), "clone", "-q", remote, other)
 
-	g := newGitSync(t, hooks.GitConfig{Root: root})
+	g := newGitSync(t, vault.GitConfig{Root: root})
 	h := newHooks(t, root, g)
 	seb, sebRec := startSession(t, env, "sebastian", "race-s", h, nil)
 	petra, petraRec := startWatchedSession(t, env, "petra", "race-p", h, model.window)

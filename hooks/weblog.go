@@ -2,23 +2,21 @@ package hooks
 
 import (
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/majorhq/major/internal/nofollow"
+	"github.com/majorhq/major/vault"
 )
 
-// The audit logs, relative to the vault root. They live in AuditDir,
-// outside every person's folder, so the model (confined by the vault
-// guard) cannot edit them; no person may be named AuditDir.
+// The web audit logs, relative to the vault root. They live in
+// vault.AuditDir, outside every person's folder, so the model (confined by
+// the vault guard) cannot edit them.
 const (
-	AuditDir         = "claude"
-	WebFetchLogPath  = AuditDir + "/webfetch_logs/requests.md"
-	WebSearchLogPath = AuditDir + "/websearch_logs/queries.md"
+	WebFetchLogPath  = vault.AuditDir + "/webfetch_logs/requests.md"
+	WebSearchLogPath = vault.AuditDir + "/websearch_logs/queries.md"
 )
 
 // maxLoggedBytes bounds one logged URL or query: the log is read by people,
@@ -91,32 +89,4 @@ func SafeText(s string, limit int) string {
 		fmt.Fprintf(&b, " …(truncated, %d more bytes)", dropped)
 	}
 	return b.String()
-}
-
-// appendLine appends line to the file rel below root, creating it and its
-// folders, and first ends an unterminated last line so an entry never joins
-// the previous one. No link is followed on the way (a pulled commit could
-// have turned a folder of the log into one).
-func appendLine(root, rel, line string) error {
-	f, err := nofollow.OpenAppend(root, rel, 0o644)
-	if err != nil {
-		return fmt.Errorf("open log: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > 0 {
-		last := make([]byte, 1)
-		if _, err := f.ReadAt(last, st.Size()-1); err != nil && err != io.EOF {
-			return fmt.Errorf("read log: %w", err)
-		}
-		if last[0] != '\n' {
-			line = "\n" + line
-		}
-	}
-	if _, err := f.WriteString(line); err != nil {
-		return fmt.Errorf("append to log: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close log: %w", err)
-	}
-	return nil
 }

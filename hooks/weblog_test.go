@@ -12,6 +12,7 @@ import (
 
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 func TestLogEntry(t *testing.T) {
@@ -66,7 +67,7 @@ func TestHandleRecordsWithTheClockAndSurvivesGitFailure(t *testing.T) {
 	root := newRepo(t)
 	// git missing: nothing can be committed, yet the tool call goes on and
 	// the session hears about it.
-	g := newGitSync(t, hooks.GitConfig{Root: root, Git: filepath.Join(t.TempDir(), "no-git")})
+	g := newGitSync(t, vault.GitConfig{Root: root, Git: filepath.Join(t.TempDir(), "no-git")})
 	h := hooks.New(hooks.Config{
 		VaultRoot: root, Git: g,
 		Clock:  func() time.Time { return time.Date(2026, 1, 18, 14, 32, 15, 0, time.UTC) },

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/vault"
 )
 
 // Auth maps bearer tokens to the persons they may act as. Tokens are kept
@@ -32,7 +32,7 @@ func NewAuth(tokens map[string][]string) (*Auth, error) {
 		}
 		e := authEntry{digest: sha256.Sum256([]byte(tok)), persons: map[string]bool{}}
 		for _, p := range persons {
-			if !relay.ValidPerson(p) {
+			if !vault.ValidPerson(p) {
 				return nil, fmt.Errorf("auth: person %q is not a plain lowercase name", p)
 			}
 			e.persons[p] = true

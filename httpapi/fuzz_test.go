@@ -17,6 +17,7 @@ import (
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/relay/relaytest"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // decoders are every request body the API decodes, each with its check.
@@ -147,7 +148,7 @@ func FuzzTypeFilter(f *testing.F) {
 		named := 0
 		for _, name := range strings.Split(spec, ",") {
 			if name = strings.TrimSpace(name); name != "" {
-				if !relay.ValidPerson(strings.ReplaceAll(name, "_", "-")) {
+				if !vault.ValidPerson(strings.ReplaceAll(name, "_", "-")) {
 					t.Fatalf("accepted type %q", name)
 				}
 				named++

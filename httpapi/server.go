@@ -13,6 +13,7 @@ import (
 
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // Config configures the HTTP API.
@@ -208,7 +209,7 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	person := c.GetHeader("X-Notes-Person")
-	if !relay.ValidPerson(person) {
+	if !vault.ValidPerson(person) {
 		s.fail(c, badRequest("X-Notes-Person must be a plain lowercase name"))
 		return
 	}
@@ -548,7 +549,7 @@ func typeFilter(spec string) (func(*relay.Event) bool, error) {
 		if t == "" {
 			continue
 		}
-		if !relay.ValidPerson(strings.ReplaceAll(t, "_", "-")) {
+		if !vault.ValidPerson(strings.ReplaceAll(t, "_", "-")) {
 			return nil, badRequest("types must be a comma-separated list of event types")
 		}
 		want[t] = true

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/majorhq/major/vault"
 )
 
 // Account is what one person needs to act on LinkedIn: an OAuth access token
@@ -75,13 +77,13 @@ func LoadConfig(path string) (Accounts, error) {
 	return accts, nil
 }
 
-// Validate checks every entry: a person name usable as a vault folder, a
+// Validate checks every entry: a valid person name (vault.ValidPerson), a
 // token, and an author URN. The error names the person, never the token.
 func (a Accounts) Validate() error {
 	var errs []error
 	for _, person := range a.Persons() {
 		acct := a[person]
-		if !ValidPerson(person) {
+		if !vault.ValidPerson(person) {
 			errs = append(errs, fmt.Errorf("person %q: not a valid person name", person))
 		}
 		if strings.TrimSpace(acct.AccessToken) == "" {
@@ -92,13 +94,4 @@ func (a Accounts) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ValidPerson reports whether name can be a person: it becomes a folder
-// name under the vault root, so it must be one plain path element.
-func ValidPerson(name string) bool {
-	if name == "" || name == "." || name == ".." || strings.HasPrefix(name, ".") {
-		return false
-	}
-	return !strings.ContainsAny(name, `/\`+"\x00")
 }

@@ -71,16 +71,16 @@ func TestConcurrentPersonsNeverCross(t *testing.T) {
 // reports the URN, with a note that keeps the model from posting twice.
 func TestLogFailureKeepsResult(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(c *mcpserver.Config) {
-		// A real git run against a folder that is no repository.
-		c.Committer = &gitCommitter{dir: filepath.Join(t.TempDir(), "not-a-repo")}
+	w := newWorld(t, func(c *mcpserver.Config, w *world) {
+		// A real git sync of a folder that is no repository.
+		c.ActivityLog = newAuditLog(t, w.vault, filepath.Join(t.TempDir(), "not-a-repo"))
 	})
 	ts := startTools(t, w, "sebastian")
 	text, isErr := callTool(t, ts, mcpserver.ToolPost, map[string]any{"text": "hello"})
 	if isErr {
 		t.Fatalf("a log failure turned the post into an error: %q", text)
 	}
-	if !strings.HasPrefix(text, "Posted to LinkedIn: urn:li:share:7001\n\nNote: this is live on LinkedIn, but recording it in the activity log failed (commit activity log: git add") ||
+	if !strings.HasPrefix(text, "Posted to LinkedIn: urn:li:share:7001\n\nNote: this is live on LinkedIn, but recording it in the activity log failed (activity log: git find upstream") ||
 		!strings.HasSuffix(text, "Do not publish it again.") {
 		t.Fatalf("text = %q", text)
 	}
@@ -90,15 +90,15 @@ func TestLogFailureKeepsResult(t *testing.T) {
 	}
 }
 
-func TestNoVaultRootSkipsLog(t *testing.T) {
+func TestNoActivityLogSkipsLog(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(c *mcpserver.Config) { c.VaultRoot = "" })
+	w := newWorld(t, func(c *mcpserver.Config, _ *world) { c.ActivityLog = nil })
 	ts := startTools(t, w, "petra")
 	if text, isErr := callTool(t, ts, mcpserver.ToolPost, map[string]any{"text": "hi"}); isErr || text != "Posted to LinkedIn: urn:li:share:7001" {
 		t.Fatalf("isError=%v text=%q", isErr, text)
 	}
 	if log := w.activity(t, "petra"); log != "" {
-		t.Fatalf("log written without a vault root: %s", log)
+		t.Fatalf("log written without an activity log: %s", log)
 	}
 }
 

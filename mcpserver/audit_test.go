@@ -18,6 +18,7 @@ import (
 	"github.com/majorhq/major/linkedin/linkedintest"
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // guardedSession is a real CLI session of person with the file tools, the
@@ -90,11 +91,10 @@ func TestActivityLogCannotBeForged(t *testing.T) {
 		api.AddAccount(a.AccessToken, a.Author)
 	}
 	srv := mcpserver.New(mcpserver.Config{
-		LinkedIn:  linkedin.New(linkedin.Config{BaseURL: api.URL, Logger: zerolog.New(zerolog.NewTestWriter(t))}),
-		Accounts:  accounts,
-		VaultRoot: env.VaultRoot,
-		Committer: &gitCommitter{dir: env.VaultRoot},
-		Logger:    zerolog.New(zerolog.NewTestWriter(t)),
+		LinkedIn:    linkedin.New(linkedin.Config{BaseURL: api.URL, Logger: zerolog.New(zerolog.NewTestWriter(t))}),
+		Accounts:    accounts,
+		ActivityLog: newAuditLog(t, env.VaultRoot, env.VaultRoot),
+		Logger:      zerolog.New(zerolog.NewTestWriter(t)),
 	})
 	s, rec := guardedSession(t, env, srv, "sebastian")
 	post := mcpserver.QualifiedName(mcpserver.ToolPost)
@@ -151,7 +151,7 @@ func TestActivityLogCannotBeForged(t *testing.T) {
 	}{
 		{"log file", abs, notes},
 		{"log folder", filepath.Dir(abs), env.Vault("sebastian")},
-		{"audit folder", filepath.Join(env.VaultRoot, hooks.AuditDir), env.Vault("sebastian")},
+		{"audit folder", filepath.Join(env.VaultRoot, vault.AuditDir), env.Vault("sebastian")},
 	}
 	for i, l := range links {
 		aside := l.link + ".real"

@@ -113,11 +113,10 @@ func TestPostThroughRealCLI(t *testing.T) {
 		api.AddAccount(a.AccessToken, a.Author)
 	}
 	srv := mcpserver.New(mcpserver.Config{
-		LinkedIn:  linkedin.New(linkedin.Config{BaseURL: api.URL, Logger: zerolog.New(zerolog.NewTestWriter(t))}),
-		Accounts:  accounts,
-		VaultRoot: env.VaultRoot,
-		Committer: &gitCommitter{dir: env.VaultRoot},
-		Logger:    zerolog.New(zerolog.NewTestWriter(t)),
+		LinkedIn:    linkedin.New(linkedin.Config{BaseURL: api.URL, Logger: zerolog.New(zerolog.NewTestWriter(t))}),
+		Accounts:    accounts,
+		ActivityLog: newAuditLog(t, env.VaultRoot, env.VaultRoot),
+		Logger:      zerolog.New(zerolog.NewTestWriter(t)),
 	})
 
 	persons := []string{"sebastian", "petra"}

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/linkedin/linkedintest"
 	"github.com/majorhq/major/mcpserver"
+	"github.com/majorhq/major/vault"
 )
 
 var accounts = linkedin.Accounts{
@@ -23,29 +23,13 @@ var accounts = linkedin.Accounts{
 	"petra":     {AccessToken: "tok-petra-SECRET", Author: "urn:li:person:petra"},
 }
 
-// gitCommitter is the real thing at its smallest: git add and git commit of
-// the given paths in one repository, one commit at a time.
-type gitCommitter struct {
-	dir string
-	mu  sync.Mutex
-}
-
-var _ mcpserver.Committer = (*gitCommitter)(nil)
-
-func (g *gitCommitter) Commit(ctx context.Context, message string, paths ...string) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	// The contract (and hooks.GitSync) takes paths relative to the vault
-	// root only.
-	for _, p := range paths {
-		if filepath.IsAbs(p) || strings.HasPrefix(filepath.Clean(p), "..") {
-			return fmt.Errorf("path %q is not relative to the repository", p)
-		}
-	}
-	if err := runGit(ctx, g.dir, append([]string{"add", "--"}, paths...)...); err != nil {
-		return err
-	}
-	return runGit(ctx, g.dir, append([]string{"commit", "-q", "-m", message, "--"}, paths...)...)
+// newAuditLog is the vault's audit log at root, committed by a real git
+// sync of repo.
+func newAuditLog(tb testing.TB, root, repo string) *vault.AuditLog {
+	tb.Helper()
+	g := vault.NewGitSync(vault.GitConfig{Root: repo, Logger: zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)})
+	tb.Cleanup(func() { _ = g.Close() })
+	return vault.NewAuditLog(root, g)
 }
 
 func runGit(ctx context.Context, dir string, args ...string) error {
@@ -110,7 +94,7 @@ var fixedNow = time.Date(2026, 1, 18, 14, 32, 15, 0, time.UTC)
 
 // newWorld wires a Server to a fake LinkedIn knowing both persons' tokens
 // and to a real git vault.
-func newWorld(tb testing.TB, mutate func(*mcpserver.Config)) *world {
+func newWorld(tb testing.TB, mutate func(*mcpserver.Config, *world)) *world {
 	tb.Helper()
 	w := &world{api: linkedintest.New(tb, linkedin.DefaultVersion), vault: newVault(tb)}
 	for _, a := range accounts {
@@ -122,15 +106,14 @@ func newWorld(tb testing.TB, mutate func(*mcpserver.Config)) *world {
 		Logger:  zerolog.New(zerolog.NewTestWriter(tb)),
 	})
 	cfg := mcpserver.Config{
-		LinkedIn:  client,
-		Accounts:  accounts,
-		VaultRoot: w.vault,
-		Committer: &gitCommitter{dir: w.vault},
-		Now:       func() time.Time { return fixedNow },
-		Logger:    zerolog.New(zerolog.NewTestWriter(tb)),
+		LinkedIn:    client,
+		Accounts:    accounts,
+		ActivityLog: newAuditLog(tb, w.vault, w.vault),
+		Now:         func() time.Time { return fixedNow },
+		Logger:      zerolog.New(zerolog.NewTestWriter(tb)),
 	}
 	if mutate != nil {
-		mutate(&cfg)
+		mutate(&cfg, w)
 	}
 	w.srv = mcpserver.New(cfg)
 	return w

@@ -71,13 +71,6 @@ type LinkedIn interface {
 
 var _ LinkedIn = (*linkedin.Client)(nil)
 
-// Committer records changed files in the vault's git repository (pull,
-// commit the given paths, push), one commit at a time. Paths are relative to
-// the vault root, such as "claude/linkedin_logs/sebastian.md".
-type Committer interface {
-	Commit(ctx context.Context, message string, paths ...string) error
-}
-
 // Config configures a Server.
 type Config struct {
 	// LinkedIn is the API client shared by all persons.
@@ -85,17 +78,15 @@ type Config struct {
 	// Accounts holds each person's token and author URN; a person missing
 	// here gets "LinkedIn is not configured" from every tool.
 	Accounts linkedin.Accounts
-	// VaultRoot holds one folder per person; each action is logged to
-	// VaultRoot/ActivityLogPath(person), outside every person's folder.
-	// Empty disables the log.
-	VaultRoot string
+	// ActivityLog records each action in the person's log at
+	// ActivityLogPath(person), outside every person's folder, and commits
+	// it; nil records nothing.
+	ActivityLog Appender
 	// AutoPublish are the persons whose posts, comments and replies may run
 	// without the person approving each one. Over HTTP (HTTPHandler) nobody
 	// is there to approve, so the publishing tools run there only for
 	// these persons; reading works for everyone.
 	AutoPublish map[string]bool
-	// Committer commits the activity log; nil leaves the file uncommitted.
-	Committer Committer
 	// LogTimeout bounds writing and committing one log entry; default 60s.
 	// It runs even when the tool call was cancelled, because the post
 	// already happened.
@@ -146,7 +137,7 @@ func New(cfg Config) *Server {
 		auto:     auto,
 		log:      cfg.Logger.With().Str("component", "mcpserver").Logger(),
 	}
-	s.activity = newActivityLog(cfg.VaultRoot, cfg.Committer, cfg.Now, cfg.LogTimeout)
+	s.activity = &activityLog{log: cfg.ActivityLog, now: cfg.Now, timeout: cfg.LogTimeout}
 	s.mcp = server.NewMCPServer(ServerName, cfg.Version,
 		server.WithToolCapabilities(false),
 		// A bug in a tool must not take the session's control loop down.

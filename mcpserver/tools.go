@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/majorhq/major/linkedin"
+	"github.com/majorhq/major/vault"
 )
 
 // Tools returns the four tools with their handlers, for an mcp-go server.
@@ -77,7 +78,7 @@ func (s *Server) account(ctx context.Context) (string, linkedin.Account, error) 
 	if !ok {
 		return "", linkedin.Account{}, failf("no person is attached to this call, so there is no LinkedIn account to act for. LinkedIn tools only work inside a person's session.")
 	}
-	if !linkedin.ValidPerson(person) {
+	if !vault.ValidPerson(person) {
 		return "", linkedin.Account{}, failf("%q is not a valid person.", person)
 	}
 	acct, ok := s.accounts[person]

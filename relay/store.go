@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/vault"
 )
 
 // Store keeps the session index and every session's event log on disk,
@@ -437,7 +439,7 @@ func (s *Store) load() ([]loaded, error) {
 			continue
 		}
 		var m meta
-		if err := json.Unmarshal(b, &m); err != nil || m.ID != e.Name() || !ValidPerson(m.Person) {
+		if err := json.Unmarshal(b, &m); err != nil || m.ID != e.Name() || !vault.ValidPerson(m.Person) {
 			s.log.Warn().Str("dir", dir).Msg("session with a bad index entry; skipped")
 			continue
 		}

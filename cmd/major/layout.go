@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/majorhq/major/hooks"
-	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/vault"
 )
 
 // defaultStateDir is where sessions and event logs live unless
@@ -30,23 +29,13 @@ func defaultStateDir(getenv func(string) string) string {
 	return filepath.Join(os.TempDir(), "major-state")
 }
 
-// reservedFolders are the vault root's folders the server writes itself
-// (the audit logs): a person with one of these names would get the logs
-// as their vault, and could rewrite them.
-func reservedFolders() map[string]bool {
-	return map[string]bool{hooks.AuditDir: true}
-}
-
-// checkPersons refuses a configuration naming a person whose folder the
-// server already uses for something else.
+// checkPersons refuses a configuration naming a person who cannot have a
+// folder in the vault: a name that is not plain, or a folder the server
+// already uses for something else.
 func checkPersons(persons []string) error {
-	reserved := reservedFolders()
 	for _, p := range persons {
-		if !relay.ValidPerson(p) {
-			return fmt.Errorf("person %q is not a plain lowercase name", p)
-		}
-		if reserved[p] {
-			return fmt.Errorf("person %q cannot be served: the vault folder %s/ holds the server's audit logs; rename the person", p, p)
+		if err := vault.CheckPerson(p); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -76,7 +65,7 @@ func checkStateDir(vaultRoot, stateDir string) (string, error) {
 		return "", fmt.Errorf("--state-dir %s is the vault root itself; keep it outside the vault (the default, $XDG_STATE_HOME/major or ~/.local/state/major, is)", stateDir)
 	}
 	top := strings.Split(rel, string(filepath.Separator))[0]
-	if relay.ValidPerson(top) || reservedFolders()[top] {
+	if vault.ValidPerson(top) || vault.Reserved(top) {
 		return "", fmt.Errorf("--state-dir %s is inside the vault folder %s/, which a person's tools can reach; keep it outside the vault (the default, $XDG_STATE_HOME/major or ~/.local/state/major, is)", stateDir, top)
 	}
 	return rel, nil

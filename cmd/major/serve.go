@@ -21,6 +21,7 @@ import (
 	"github.com/majorhq/major/readiness"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 	"github.com/majorhq/major/web"
 )
 
@@ -84,7 +85,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		log.Error().Err(err).Msg("NOT READY: every turn will fail until this is fixed; /readyz answers 503")
 	}
 
-	git := hooks.NewGitSync(hooks.GitConfig{Root: vaultRoot, Logger: log})
+	git := vault.NewGitSync(vault.GitConfig{Root: vaultRoot, Logger: log})
 	defer git.Close()
 	accounts, err := linkedin.LoadConfig(cfg.LinkedInConfig)
 	if err != nil {
@@ -103,8 +104,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		LinkedIn:    linkedin.New(linkedin.Config{BaseURL: cfg.LinkedInAPI, Logger: log}),
 		Accounts:    accounts,
 		AutoPublish: auto,
-		VaultRoot:   vaultRoot,
-		Committer:   git,
+		ActivityLog: vault.NewAuditLog(vaultRoot, git),
 		Logger:      log,
 	})
 	for p := range accounts {

@@ -1,4 +1,4 @@
-package hooks
+package vault
 
 import (
 	"strings"
@@ -13,9 +13,10 @@ import (
 // them:
 //   - .claude/ holds settings (hooks, permissions, env), skills, agents and
 //     commands, and .mcp.json declares MCP servers that run programs;
-//     IsolationArgs keeps the CLI from loading them, and this keeps a
-//     session from planting them for a run without those flags (a person's
-//     own Claude Code on a synced copy of the vault, say).
+//     the CLI is started with flags that keep it from loading them, and
+//     this keeps a session from planting them for a run without those
+//     flags (a person's own Claude Code on a synced copy of the vault,
+//     say).
 //   - CLAUDE.md and CLAUDE.local.md become standing instructions the same
 //     way.
 //   - .git would turn a folder into a nested repository and its hooks run

@@ -1,4 +1,4 @@
-package hooks
+package vault
 
 import (
 	"encoding/json"
@@ -32,13 +32,13 @@ func writes(tool string, fields map[string]any) bool {
 	return !readOnlyTools[tool] && len(pathsIn(fields)) > 0
 }
 
-// touchesFilesInput reports whether a tool call with this raw input reads
+// TouchesFiles reports whether a tool call with this raw input reads
 // or writes files in the vault: a tool that names a path, or a search of
 // the working folder. A read during a pull would see the work tree the
 // autostash reset, and a write based on it would undo the person's
 // edit; so the write leases follow it. An input that is not a JSON object
 // touches nothing (the guard refuses it anyway).
-func touchesFilesInput(tool string, input json.RawMessage) bool {
+func TouchesFiles(tool string, input json.RawMessage) bool {
 	var fields map[string]any
 	if json.Unmarshal(input, &fields) != nil {
 		return false
@@ -60,7 +60,7 @@ type Guard struct {
 // relative paths resolve against it. Anything the guard cannot understand
 // is refused.
 func (g Guard) Check(person, cwd, tool string, input json.RawMessage) string {
-	vault, err := g.vault(person)
+	vault, err := g.Folder(person)
 	if err != nil {
 		return "Access denied: " + err.Error() + "."
 	}
@@ -143,9 +143,10 @@ func relTo(dir, p string) string {
 	return rel
 }
 
-// vault is the person's folder with symlinks resolved.
-func (g Guard) vault(person string) (string, error) {
-	if person == "" || person == "." || person == ".." || strings.ContainsAny(person, `/\`) || strings.ContainsRune(person, 0) {
+// Folder is the person's folder with symlinks resolved; an error when the
+// name cannot be a person (CheckPerson) or the folder is missing.
+func (g Guard) Folder(person string) (string, error) {
+	if CheckPerson(person) != nil {
 		return "", errors.New("the session has no valid person, so no vault to work in")
 	}
 	v, err := filepath.EvalSymlinks(filepath.Join(g.VaultRoot, person))

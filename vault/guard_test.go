@@ -1,4 +1,4 @@
-package hooks_test
+package vault_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/vault"
 )
 
 // guardWorld is a vault root with two persons and the links a malicious
@@ -42,7 +42,7 @@ func guardWorld(tb testing.TB) (string, string) {
 func TestGuardCheck(t *testing.T) {
 	t.Parallel()
 	root, v := guardWorld(t)
-	g := hooks.Guard{VaultRoot: root}
+	g := vault.Guard{VaultRoot: root}
 	cases := []struct {
 		name   string
 		person string

@@ -1,4 +1,4 @@
-package hooks_test
+package vault_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/vault"
 )
 
 func newRepo(tb testing.TB) string {
@@ -26,7 +26,7 @@ func newRepo(tb testing.TB) string {
 func TestGitSyncWithoutRemoteCommitsOnlyThePaths(t *testing.T) {
 	t.Parallel()
 	root := newRepo(t)
-	g := newGitSync(t, hooks.GitConfig{Root: root})
+	g := newGitSync(t, vault.GitConfig{Root: root})
 	writeFile(t, filepath.Join(root, "petra/draft.md"), "not mine\n")
 	err := g.Do(context.Background(), "Add log", []string{"claude/log.md"}, func() error {
 		writeFile(t, filepath.Join(root, "claude/log.md"), "one\n")
@@ -58,7 +58,7 @@ func TestGitSyncPullsBeforeTheWrite(t *testing.T) {
 	root := newRepo(t)
 	remote := withRemote(t, root)
 	otherClone(t, remote, "elsewhere.md")
-	g := newGitSync(t, hooks.GitConfig{Root: root})
+	g := newGitSync(t, vault.GitConfig{Root: root})
 	err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
 		if _, err := os.Stat(filepath.Join(root, "elsewhere.md")); err != nil {
 			return fmt.Errorf("the pull did not happen before the write: %w", err)
@@ -78,7 +78,7 @@ func TestGitSyncRetriesARejectedPush(t *testing.T) {
 	t.Parallel()
 	root := newRepo(t)
 	remote := withRemote(t, root)
-	g := newGitSync(t, hooks.GitConfig{Root: root})
+	g := newGitSync(t, vault.GitConfig{Root: root})
 	// The remote moves on after our pull and before our push.
 	err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
 		otherClone(t, remote, "raced.md")
@@ -101,7 +101,7 @@ func TestGitSyncConcurrentWritersQueue(t *testing.T) {
 	t.Parallel()
 	root := newRepo(t)
 	withRemote(t, root)
-	g := newGitSync(t, hooks.GitConfig{Root: root})
+	g := newGitSync(t, vault.GitConfig{Root: root})
 	const n = 6
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -137,24 +137,24 @@ func TestGitSyncFailuresAreErrorsButTheWriteIsKept(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name  string
-		setup func(tb testing.TB, root string) hooks.GitConfig
+		setup func(tb testing.TB, root string) vault.GitConfig
 		// committed: the entry is still committed locally.
 		committed bool
 	}{
-		{"remote does not exist", func(tb testing.TB, root string) hooks.GitConfig {
+		{"remote does not exist", func(tb testing.TB, root string) vault.GitConfig {
 			withRemote(tb, root)
 			git(tb, root, "remote", "set-url", "origin", filepath.Join(tb.TempDir(), "gone.git"))
-			return hooks.GitConfig{Root: root}
+			return vault.GitConfig{Root: root}
 		}, true},
-		{"remote hangs past the timeout", func(tb testing.TB, root string) hooks.GitConfig {
+		{"remote hangs past the timeout", func(tb testing.TB, root string) vault.GitConfig {
 			withRemote(tb, root)
 			git(tb, root, "remote", "set-url", "origin", "ssh://vault.invalid/vault.git")
 			// ssh is stood in for by a process that never answers; it is
 			// git's child, so only killing the group ends it.
-			return hooks.GitConfig{Root: root, Timeout: time.Second, Env: []string{"GIT_SSH_COMMAND=sleep 60 #"}}
+			return vault.GitConfig{Root: root, Timeout: time.Second, Env: []string{"GIT_SSH_COMMAND=sleep 60 #"}}
 		}, true},
-		{"git is not installed", func(tb testing.TB, root string) hooks.GitConfig {
-			return hooks.GitConfig{Root: root, Git: filepath.Join(tb.TempDir(), "no-git")}
+		{"git is not installed", func(tb testing.TB, root string) vault.GitConfig {
+			return vault.GitConfig{Root: root, Git: filepath.Join(tb.TempDir(), "no-git")}
 		}, false},
 	}
 	for _, tc := range cases {
@@ -188,21 +188,21 @@ func TestGitSyncFailuresAreErrorsButTheWriteIsKept(t *testing.T) {
 func TestGitSyncClose(t *testing.T) {
 	t.Parallel()
 	root := newRepo(t)
-	g := hooks.NewGitSync(hooks.GitConfig{Root: root})
+	g := vault.NewGitSync(vault.GitConfig{Root: root})
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Commit(context.Background(), "x", "a.md"); !errors.Is(err, hooks.ErrClosed) {
+	if err := g.Commit(context.Background(), "x", "a.md"); !errors.Is(err, vault.ErrClosed) {
 		t.Fatalf("commit after close: %v", err)
 	}
 }
 
 func TestGitSyncRefusesPathsOutsideTheRepository(t *testing.T) {
 	t.Parallel()
-	g := newGitSync(t, hooks.GitConfig{Root: newRepo(t)})
+	g := newGitSync(t, vault.GitConfig{Root: newRepo(t)})
 	for _, p := range []string{"/etc/passwd", "../x", "", ":(glob)*"} {
 		if err := g.Commit(context.Background(), "x", p); err == nil {
 			t.Errorf("commit %q: want an error", p)
@@ -218,12 +218,12 @@ func TestGitSyncCommitsAroundARefusedPath(t *testing.T) {
 	t.Parallel()
 	root := newRepo(t)
 	remote := withRemote(t, root)
-	g := newGitSync(t, hooks.GitConfig{Root: root})
+	g := newGitSync(t, vault.GitConfig{Root: root})
 	writeFile(t, filepath.Join(root, "sebastian", ".GIT", "x.md"), "refused\n")
 	for i, file := range []string{"notes.md", "more.md"} {
 		writeFile(t, filepath.Join(root, "sebastian", file), "mine\n")
 		err := g.Commit(context.Background(), fmt.Sprintf("Turn %d", i), "sebastian/")
-		var refused *hooks.RefusedPathsError
+		var refused *vault.RefusedPathsError
 		if !errors.As(err, &refused) {
 			t.Fatalf("commit %d: error %v, want a *RefusedPathsError", i, err)
 		}
@@ -242,7 +242,7 @@ func TestGitSyncCommitsAroundARefusedPath(t *testing.T) {
 	}
 	// Nothing but the refused path: no commit, and still reported.
 	head := git(t, root, "rev-parse", "HEAD")
-	var refused *hooks.RefusedPathsError
+	var refused *vault.RefusedPathsError
 	if err := g.Commit(context.Background(), "Nothing", "sebastian/"); !errors.As(err, &refused) {
 		t.Fatalf("error %v, want a *RefusedPathsError", err)
 	}
@@ -256,7 +256,7 @@ func TestGitSyncDoesNotPullUnderAnOpenWrite(t *testing.T) {
 	remote := withRemote(t, root)
 	otherClone(t, remote, "elsewhere.md")
 	// The sync waits as briefly as it can for the open write.
-	g := newGitSync(t, hooks.GitConfig{Root: root, WriteWait: time.Nanosecond})
+	g := newGitSync(t, vault.GitConfig{Root: root, WriteWait: time.Nanosecond})
 	if err := g.BeginWrite(context.Background(), "s1", "tool-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -290,10 +290,10 @@ func TestGitSyncDoesNotPullUnderAnOpenWrite(t *testing.T) {
 func TestGitSyncHoldsWritesBack(t *testing.T) {
 	t.Parallel()
 	root := newRepo(t)
-	g := newGitSync(t, hooks.GitConfig{Root: root, WriteHold: time.Nanosecond})
+	g := newGitSync(t, vault.GitConfig{Root: root, WriteHold: time.Nanosecond})
 	err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
 		// A file tool starting now, while the sync runs, is held back.
-		if err := g.BeginWrite(context.Background(), "s1", "tool-1"); !errors.Is(err, hooks.ErrSyncRunning) {
+		if err := g.BeginWrite(context.Background(), "s1", "tool-1"); !errors.Is(err, vault.ErrSyncRunning) {
 			return fmt.Errorf("write during a sync: %v", err)
 		}
 		writeFile(t, filepath.Join(root, "log.md"), "x\n")
@@ -366,7 +366,7 @@ func TestGitSyncRecoversFromAKilledGitCall(t *testing.T) {
 			tc.plant(t, root)
 			otherClone(t, remote, "elsewhere.md")
 
-			g := newGitSync(t, hooks.GitConfig{Root: root})
+			g := newGitSync(t, vault.GitConfig{Root: root})
 			err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
 				writeFile(t, filepath.Join(root, "log.md"), "x\n")
 				return nil

@@ -1,4 +1,4 @@
-package hooks
+package vault
 
 import (
 	"bytes"
@@ -133,6 +133,10 @@ func (g *GitSync) EndWrites(session string) {
 	g.writes.endSession(session)
 }
 
+// WriteHold is how long BeginWrite waits for a running sync before it
+// gives up.
+func (g *GitSync) WriteHold() time.Duration { return g.cfg.WriteHold }
+
 // Close stops the git call in flight, waits for its writer to finish and
 // makes every later call fail with ErrClosed. It is idempotent.
 func (g *GitSync) Close() error {
@@ -239,6 +243,24 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 		return errors.Join(fmt.Errorf("git pull: %w", pullErr), also) // logged above
 	}
 	return also
+}
+
+// CommitTurn commits what a turn of session sessionID changed in person's
+// folder, and only there, naming the session; a turn that changed nothing
+// commits nothing.
+func (g *GitSync) CommitTurn(ctx context.Context, person, sessionID string) error {
+	if !ValidPerson(person) {
+		return fmt.Errorf("person %q is %w", person, ErrPersonName)
+	}
+	dir := person + "/"
+	changed, err := g.Changed(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		return nil
+	}
+	return g.Commit(ctx, fmt.Sprintf("Session %s: changes in %s's vault", oneLine(sessionID), person), dir)
 }
 
 // Changed reports whether anything under paths differs from HEAD or is
