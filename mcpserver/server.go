@@ -7,6 +7,10 @@
 // Every tool acts for exactly one person, taken from the context: the
 // session that carried the message, or the authenticated HTTP request. The
 // model never names the person, so a tool can never act for anyone else.
+//
+// It does not decide whether a publishing call may run in a chat (the
+// session's permission policy does, before the call reaches it), and it
+// writes its activity log only through the Appender it is given.
 package mcpserver
 
 import (

@@ -2,6 +2,8 @@
 // binary runs and reports its version, and the CLI has an Anthropic
 // credential that the API accepts. The answer is cached, so a readiness
 // probe never starts a process or calls the API on every request.
+//
+// It only reads: it must not change the CLI's configuration or log in.
 package readiness
 
 import (

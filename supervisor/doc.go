@@ -1,0 +1,11 @@
+// Package supervisor runs the Claude Code CLI: one long-lived process per
+// chat session in stream-json mode, with its control protocol (initialize,
+// permission and hook callbacks, SDK MCP messages, interrupt), resume after
+// a stop or a crash, stall detection, and a Pool that bounds how many
+// processes run at once (per person too) and stops idle ones.
+//
+// It knows nothing of HTTP, clients, vaults or persons' policies: what a
+// session's CLI may do comes from its Spec, the answers to the CLI's
+// requests come from its Handlers, and its events go to a Sink. It must not
+// decide a permission, write to a vault or keep events itself.
+package supervisor
