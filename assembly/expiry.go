@@ -10,12 +10,12 @@ import (
 )
 
 // Expirer forgets sessions idle past their time to live and reports how
-// many; *relay.Sessions satisfies it.
+// many; *relay.Registry satisfies it.
 type Expirer interface {
 	Expire() int
 }
 
-var _ Expirer = (*relay.Sessions)(nil)
+var _ Expirer = (*relay.Registry)(nil)
 
 // ExpiryConfig configures an Expiry.
 type ExpiryConfig struct {

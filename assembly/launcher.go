@@ -176,13 +176,13 @@ func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
 		l.log.Error().Err(err).Str("dir", dir).Msg("create the person's vault folder")
 	}
 	policy := l.Policy()
-	return supervisor.NewSession(supervisor.SessionConfig{
+	return supervisor.NewCLI(supervisor.CLIConfig{
 		ID:           p.ID,
 		Person:       p.Person,
 		Dir:          dir,
 		CLISessionID: p.CLISessionID,
 		Spec:         l.Spec(p.Person),
-		Handlers: func(s *supervisor.Session) supervisor.Handlers {
+		Handlers: func(s *supervisor.CLI) supervisor.Handlers {
 			return supervisor.Handlers{
 				CanUseTool: p.Chat.CanUseTool(policy),
 				HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {

@@ -226,7 +226,7 @@ func TestLaunchCreatesThePersonsFolder(t *testing.T) {
 	l, root := newLauncher(t, nil)
 	cli := l.Launch(relay.SessionParams{ID: "s1", Person: "sebastian"})
 	defer cli.Close()
-	s, ok := cli.(*supervisor.Session)
+	s, ok := cli.(*supervisor.CLI)
 	if !ok {
 		t.Fatalf("launched %T, not a supervisor session", cli)
 	}

@@ -47,7 +47,7 @@ func (r *Recorder) WaitEnd(tb testing.TB, within time.Duration) supervisor.Event
 
 // Turn sends text, waits for the turn to end without error and returns the
 // text the model streamed in it.
-func (r *Recorder) Turn(tb testing.TB, s *supervisor.Session, text string) string {
+func (r *Recorder) Turn(tb testing.TB, s *supervisor.CLI, text string) string {
 	tb.Helper()
 	if err := s.Send(context.Background(), text); err != nil {
 		tb.Fatalf("send %q: %v", text, err)

@@ -52,11 +52,11 @@ func filesServer(dir string) *server.MCPServer {
 // guard is the only thing between the model and the files. It sees the
 // file tools (this CLI has no MultiEdit any more; TestGuardCheck covers
 // it) and the files server's save tool.
-func startPermissive(tb testing.TB, env *clitest.Env, person string, h *hooks.Hooks, asked *atomic.Int64) (*supervisor.Session, *clitest.Recorder) {
+func startPermissive(tb testing.TB, env *clitest.Env, person string, h *hooks.Hooks, asked *atomic.Int64) (*supervisor.CLI, *clitest.Recorder) {
 	tb.Helper()
 	files := filesServer(env.Vault(person))
 	rec := clitest.NewRecorder()
-	s := supervisor.NewSession(supervisor.SessionConfig{
+	s := supervisor.NewCLI(supervisor.CLIConfig{
 		ID: "attack", Person: person, Dir: env.Vault(person),
 		Spec: supervisor.Spec{
 			Binary:         env.Binary,
@@ -69,7 +69,7 @@ func startPermissive(tb testing.TB, env *clitest.Env, person string, h *hooks.Ho
 			ExtraArgs:      hooks.IsolationArgs(),
 			Grace:          2 * time.Second,
 		},
-		Handlers: func(s *supervisor.Session) supervisor.Handlers {
+		Handlers: func(s *supervisor.CLI) supervisor.Handlers {
 			return supervisor.Handlers{
 				CanUseTool: func(_ context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error) {
 					asked.Add(1)

@@ -51,7 +51,7 @@ func newHooks(tb testing.TB, root string, g *vault.GitSync) *hooks.Hooks {
 // startSession is a session of person wired as the server wires it: the
 // hooks answer its callbacks and IsolationArgs keep the vault from
 // configuring the CLI (extraArgs, when not nil, replaces them).
-func startSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.Hooks, extraArgs []string) (*supervisor.Session, *clitest.Recorder) {
+func startSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.Hooks, extraArgs []string) (*supervisor.CLI, *clitest.Recorder) {
 	tb.Helper()
 	if extraArgs == nil {
 		extraArgs = hooks.IsolationArgs()
@@ -63,10 +63,10 @@ func startSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.H
 // matchers) go to handle.
 func startSessionHandled(tb testing.TB, env *clitest.Env, person, id string, extraArgs []string,
 	matchers map[string][]supervisor.HookMatcher,
-	handle func(context.Context, hooks.Caller, *supervisor.ControlRequest) (json.RawMessage, error)) (*supervisor.Session, *clitest.Recorder) {
+	handle func(context.Context, hooks.Caller, *supervisor.ControlRequest) (json.RawMessage, error)) (*supervisor.CLI, *clitest.Recorder) {
 	tb.Helper()
 	rec := clitest.NewRecorder()
-	s := supervisor.NewSession(supervisor.SessionConfig{
+	s := supervisor.NewCLI(supervisor.CLIConfig{
 		ID: id, Person: person, Dir: env.Vault(person),
 		Spec: supervisor.Spec{
 			Binary:         env.Binary,
@@ -78,7 +78,7 @@ func startSessionHandled(tb testing.TB, env *clitest.Env, person, id string, ext
 			ExtraArgs:      extraArgs,
 			Grace:          2 * time.Second,
 		},
-		Handlers: func(s *supervisor.Session) supervisor.Handlers {
+		Handlers: func(s *supervisor.CLI) supervisor.Handlers {
 			return supervisor.Handlers{HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {
 				return handle(ctx, s, req)
 			}}

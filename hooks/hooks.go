@@ -49,7 +49,7 @@ type Config struct {
 	Logger     zerolog.Logger
 }
 
-// Caller is the session a hook callback came from; *supervisor.Session
+// Caller is the session a hook callback came from; *supervisor.CLI
 // satisfies it.
 type Caller interface {
 	ID() string
@@ -57,7 +57,7 @@ type Caller interface {
 	Notice(text string)
 }
 
-var _ Caller = (*supervisor.Session)(nil)
+var _ Caller = (*supervisor.CLI)(nil)
 
 // Hooks answers hook callbacks for every session of the server.
 type Hooks struct {

@@ -250,7 +250,7 @@ func TestFileToolsAndGitSyncsExcludeEachOther(t *testing.T) {
 // sync window: it closes the window as soon as a file tool of the
 // session is held back by the sync (its PreToolUse still undecided after
 // a moment), or once a write made in the window is on disk.
-func startWatchedSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.Hooks, w *syncWindow) (*supervisor.Session, *clitest.Recorder) {
+func startWatchedSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.Hooks, w *syncWindow) (*supervisor.CLI, *clitest.Recorder) {
 	tb.Helper()
 	handle := func(ctx context.Context, s hooks.Caller, req *supervisor.ControlRequest) (json.RawMessage, error) {
 		if req.CallbackID != hooks.CallbackVaultGuard || !w.isOpen() {

@@ -5,6 +5,6 @@
 // the compat endpoints the seed clients speak.
 //
 // It holds no session state: every session, message, queue entry and
-// event comes from relay.Sessions. It must not start CLIs, translate CLI
+// event comes from relay.Registry. It must not start CLIs, translate CLI
 // events or touch the disk.
 package httpapi

@@ -176,7 +176,7 @@ func FuzzEventsQuery(f *testing.F) {
 	f.Add("0", "bad type")
 
 	// The fake CLI runs no turn here; the events are published directly.
-	sessions, _ := relaytest.NewSessions(f, relay.SessionsConfig{})
+	sessions, _ := relaytest.NewRegistry(f, relay.RegistryConfig{})
 	auth, err := NewAuth(map[string][]string{"tok": {"sebastian"}})
 	if err != nil {
 		f.Fatal(err)

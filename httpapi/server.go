@@ -19,7 +19,7 @@ import (
 // Config configures the HTTP API.
 type Config struct {
 	Auth     *Auth
-	Sessions *relay.Sessions
+	Sessions *relay.Registry
 	Logger   zerolog.Logger
 	// MaxBody bounds request bodies; default DefaultMaxBody.
 	MaxBody int64
@@ -261,7 +261,7 @@ func (s *Server) bind(c *gin.Context, req validated) bool {
 // session (or, without a known session id, one that opened a session of
 // the person's) is a client sending again after its connection dropped:
 // it follows that message instead of reaching the model twice.
-func (s *Server) chatTicket(c *gin.Context) (*relay.Chat, *relay.Ticket, chatRequest, bool) {
+func (s *Server) chatTicket(c *gin.Context) (*relay.Session, *relay.Ticket, chatRequest, bool) {
 	var req chatRequest
 	if !s.bind(c, &req) {
 		return nil, nil, req, false
@@ -340,7 +340,7 @@ func (s *Server) awaitTurn(ctx context.Context, t *relay.Ticket, status func(str
 // first up to and including its terminal event, replaying what was
 // already published. It returns false if the stream ended first (client
 // gone, cut off, shutdown).
-func (s *Server) followTurn(ctx context.Context, chat *relay.Chat, t *relay.Ticket, fn func(*relay.Event) error, idle func() error) (bool, error) {
+func (s *Server) followTurn(ctx context.Context, chat *relay.Session, t *relay.Ticket, fn func(*relay.Event) error, idle func() error) (bool, error) {
 	turn := t.Turn()
 	sub, err := chat.Stream().Subscribe(t.StartSeq(), func(ev *relay.Event) bool { return ev.Turn == turn }, s.cfg.SubscriberBuffer)
 	if err != nil {
@@ -449,7 +449,7 @@ func (s *Server) createSession(c *gin.Context) {
 }
 
 // session finds the person's session named in the path.
-func (s *Server) session(c *gin.Context) (*relay.Chat, bool) {
+func (s *Server) session(c *gin.Context) (*relay.Session, bool) {
 	chat, err := s.cfg.Sessions.Get(c.Param("id"), personOf(c))
 	if err != nil {
 		s.fail(c, err)

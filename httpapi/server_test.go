@@ -28,7 +28,7 @@ const token = "t0ken-sebastian-and-petra"
 
 type harness struct {
 	url      string
-	sessions *relay.Sessions
+	sessions *relay.Registry
 	fakes    *relaytest.Launcher
 }
 
@@ -45,7 +45,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	fakes := &relaytest.Launcher{New: func(relay.SessionParams) *relaytest.CLI {
 		return &relaytest.CLI{AutoReply: o.reply}
 	}}
-	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: fakes, Logger: log})
+	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: fakes, Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -25,12 +25,12 @@ import (
 // vault guard and the LinkedIn server wired as the server wires them, and a
 // client that allows every permission prompt: only the guard stands between
 // the model and the files.
-func guardedSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, person string) (*supervisor.Session, *clitest.Recorder) {
+func guardedSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, person string) (*supervisor.CLI, *clitest.Recorder) {
 	tb.Helper()
 	h := hooks.New(hooks.Config{VaultRoot: env.VaultRoot, Logger: zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)})
 	post := mcpserver.QualifiedName(mcpserver.ToolPost)
 	rec := clitest.NewRecorder()
-	s := supervisor.NewSession(supervisor.SessionConfig{
+	s := supervisor.NewCLI(supervisor.CLIConfig{
 		ID: "s-" + person, Person: person, Dir: env.Vault(person),
 		Spec: supervisor.Spec{
 			Binary:         env.Binary,
@@ -44,7 +44,7 @@ func guardedSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, pers
 			ExtraArgs:      hooks.IsolationArgs(),
 			Grace:          2 * time.Second,
 		},
-		Handlers: func(sess *supervisor.Session) supervisor.Handlers {
+		Handlers: func(sess *supervisor.CLI) supervisor.Handlers {
 			return supervisor.Handlers{
 				CanUseTool: func(_ context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error) {
 					return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil

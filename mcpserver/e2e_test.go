@@ -62,10 +62,10 @@ func (r *turnRecorder) wait(tb testing.TB, within time.Duration) (supervisor.Eve
 
 // linkedinSession is a real CLI session of person whose SDK MCP server
 // "linkedin" is srv, wired the way the server wires it.
-func linkedinSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, person string, rec *turnRecorder) *supervisor.Session {
+func linkedinSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, person string, rec *turnRecorder) *supervisor.CLI {
 	tb.Helper()
 	post := mcpserver.QualifiedName(mcpserver.ToolPost)
-	s := supervisor.NewSession(supervisor.SessionConfig{
+	s := supervisor.NewCLI(supervisor.CLIConfig{
 		ID:     "s-" + person + "-" + strings.ReplaceAll(tb.Name(), "/", "-"),
 		Person: person,
 		Dir:    env.Vault(person),
@@ -79,7 +79,7 @@ func linkedinSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, per
 			SDKMCPServers:  []string{mcpserver.ServerName},
 			Grace:          2 * time.Second,
 		},
-		Handlers: func(sess *supervisor.Session) supervisor.Handlers {
+		Handlers: func(sess *supervisor.CLI) supervisor.Handlers {
 			return supervisor.Handlers{
 				MCPMessage: func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error) {
 					if server != mcpserver.ServerName {
@@ -121,7 +121,7 @@ func TestPostThroughRealCLI(t *testing.T) {
 
 	persons := []string{"sebastian", "petra"}
 	recs := map[string]*turnRecorder{}
-	sessions := map[string]*supervisor.Session{}
+	sessions := map[string]*supervisor.CLI{}
 	for _, p := range persons {
 		recs[p] = newTurnRecorder()
 		sessions[p] = linkedinSession(t, env, srv, p, recs[p])

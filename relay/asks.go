@@ -97,7 +97,7 @@ func newAsks() *asks {
 
 // cancelAll ends every pending ask (the turn ended or was interrupted).
 // Called with c.mu held.
-func (a *asks) cancelAll(c *Chat) {
+func (a *asks) cancelAll(c *Session) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, p := range a.pending {
@@ -110,7 +110,7 @@ func (a *asks) cancelAll(c *Chat) {
 // Interrupt stops the running turn from any client: pending questions and
 // permission prompts are denied with an interrupt at once, then the CLI is
 // interrupted in-band.
-func (c *Chat) Interrupt(ctx context.Context) error {
+func (c *Session) Interrupt(ctx context.Context) error {
 	c.mu.Lock()
 	c.asks.cancelAll(c)
 	c.mu.Unlock()
@@ -119,7 +119,7 @@ func (c *Chat) Interrupt(ctx context.Context) error {
 
 // PendingEvents returns the events of the questions and permission prompts
 // still waiting, so a client that attaches after them sees them again.
-func (c *Chat) PendingEvents() []*Event {
+func (c *Session) PendingEvents() []*Event {
 	c.asks.mu.Lock()
 	out := make([]*Event, 0, len(c.asks.pending)+1)
 	for _, p := range c.asks.pending {
@@ -133,7 +133,7 @@ func (c *Chat) PendingEvents() []*Event {
 }
 
 // Answer resolves a pending question or permission; the first answer wins.
-func (c *Chat) Answer(kind, requestID string, ans Answer) error {
+func (c *Session) Answer(kind, requestID string, ans Answer) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.asks.mu.Lock()
@@ -189,7 +189,7 @@ func (a *asks) wasAnswered(id string) bool {
 
 // wait publishes an ask and blocks until it is answered, the timeout
 // passes, or ctx ends (the CLI cancelled the request or exited).
-func (c *Chat) wait(ctx context.Context, kind string, body func(id string) typed, timeout time.Duration) (Answer, string, error) {
+func (c *Session) wait(ctx context.Context, kind string, body func(id string) typed, timeout time.Duration) (Answer, string, error) {
 	id := uuid.NewString()
 	p := &ask{id: id, kind: kind, reply: make(chan Answer, 1)}
 	c.mu.Lock()
@@ -215,7 +215,7 @@ func (c *Chat) wait(ctx context.Context, kind string, body func(id string) typed
 	}
 }
 
-func (c *Chat) expire(id, kind, outcome string) {
+func (c *Session) expire(id, kind, outcome string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.asks.mu.Lock()
@@ -253,7 +253,7 @@ const (
 // CanUseTool answers the CLI's can_use_tool requests for this chat:
 // AskUserQuestion goes to the person as a question, other tools the policy
 // names as a permission prompt.
-func (c *Chat) CanUseTool(policy AskPolicy) func(ctx context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error) {
+func (c *Session) CanUseTool(policy AskPolicy) func(ctx context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error) {
 	if policy.Timeout <= 0 {
 		policy.Timeout = DefaultAskTimeout
 	}
@@ -268,7 +268,7 @@ func (c *Chat) CanUseTool(policy AskPolicy) func(ctx context.Context, req *super
 	}
 }
 
-func (c *Chat) askQuestion(ctx context.Context, req *supervisor.ControlRequest, timeout time.Duration) (supervisor.PermissionResult, error) {
+func (c *Session) askQuestion(ctx context.Context, req *supervisor.ControlRequest, timeout time.Duration) (supervisor.PermissionResult, error) {
 	var in struct {
 		Questions []Question `json:"questions"`
 	}
@@ -299,7 +299,7 @@ func (c *Chat) askQuestion(ctx context.Context, req *supervisor.ControlRequest, 
 	return supervisor.PermissionResult{Allow: true, UpdatedInput: updated}, nil
 }
 
-func (c *Chat) askPermission(ctx context.Context, req *supervisor.ControlRequest, policy AskPolicy) (supervisor.PermissionResult, error) {
+func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequest, policy AskPolicy) (supervisor.PermissionResult, error) {
 	c.asks.mu.Lock()
 	allowed, remembered := c.asks.remembered[req.ToolName]
 	c.asks.mu.Unlock()

@@ -84,9 +84,9 @@ func BenchmarkTurn(b *testing.B) {
 	const msg = "deltas:50 size:24"
 
 	// Through the relay.
-	sessions, err := NewSessions(SessionsConfig{
+	sessions, err := NewRegistry(RegistryConfig{
 		Launcher: LauncherFunc(func(p SessionParams) CLI {
-			return supervisor.NewSession(supervisor.SessionConfig{
+			return supervisor.NewCLI(supervisor.CLIConfig{
 				ID: p.ID, Person: p.Person, Dir: b.TempDir(),
 				Spec:   supervisor.Spec{Binary: bin, Env: []string{"PATH=/usr/bin:/bin"}, Grace: 2 * time.Second},
 				Sink:   p.Sink,

@@ -12,7 +12,7 @@ import (
 // A chat reports its CLI's state, and clearing it closes the CLI.
 func TestChatStateAndClearWithFakeCLI(t *testing.T) {
 	t.Parallel()
-	sessions, fakes := relaytest.NewSessions(t, relay.SessionsConfig{})
+	sessions, fakes := relaytest.NewRegistry(t, relay.RegistryConfig{})
 	chat, err := sessions.GetOrCreate("", "sebastian")
 	if err != nil {
 		t.Fatal(err)

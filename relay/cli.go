@@ -25,4 +25,4 @@ type CLI interface {
 	Close() error
 }
 
-var _ CLI = (*supervisor.Session)(nil)
+var _ CLI = (*supervisor.CLI)(nil)

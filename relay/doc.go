@@ -1,12 +1,12 @@
 // Package relay is the session core: the registry of chat sessions
-// (Sessions) and each chat (Chat) with its numbered event log, replay and
+// (Registry) and each session (Session) with its numbered event log, replay and
 // fan-out to subscribers (Stream), the translation of the CLI's events
 // into client events (text, status, tool, done, error, ...), the queue of
 // waiting messages, questions, permissions and drafts, persistence under
 // the state directory, and the metrics.
 //
 // A chat drives its CLI through the CLI interface, which
-// supervisor.Session satisfies; relaytest fakes it. relay knows nothing of
+// supervisor.CLI satisfies; relaytest fakes it. relay knows nothing of
 // HTTP: it must not import gin or net/http handlers, read requests or map
 // errors to statuses. The API in front of it is package httpapi.
 package relay

@@ -125,7 +125,7 @@ func canonicalInput(raw json.RawMessage) string {
 
 // takeApproved runs a call that matches the approved draft of the running
 // turn, once. It reports whether it did.
-func (c *Chat) takeApproved(tool string, input json.RawMessage) bool {
+func (c *Session) takeApproved(tool string, input json.RawMessage) bool {
 	key := canonicalInput(input)
 	c.drafts.mu.Lock()
 	defer c.drafts.mu.Unlock()
@@ -139,7 +139,7 @@ func (c *Chat) takeApproved(tool string, input json.RawMessage) bool {
 
 // holdDraft records the call as the session's draft, replacing an earlier
 // one, and tells the model to ask the person.
-func (c *Chat) holdDraft(req *supervisor.ControlRequest) supervisor.PermissionResult {
+func (c *Session) holdDraft(req *supervisor.ControlRequest) supervisor.PermissionResult {
 	input := req.Input
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
@@ -188,7 +188,7 @@ func draftMessage(tool string, input json.RawMessage) string {
 // the message that starts a turn, the person's own words, decides the
 // open draft; a turn's end drops an approval the model did not use in it.
 // c.mu is held.
-func (c *Chat) draftHook(ev supervisor.Event) {
+func (c *Session) draftHook(ev supervisor.Event) {
 	c.drafts.mu.Lock()
 	defer c.drafts.mu.Unlock()
 	d := c.drafts.cur
@@ -225,7 +225,7 @@ func (c *Chat) draftHook(ev supervisor.Event) {
 
 // announceDraft publishes the decision taken when the turn being applied
 // started, right after its turn_start. c.mu is held.
-func (c *Chat) announceDraft() {
+func (c *Session) announceDraft() {
 	c.drafts.mu.Lock()
 	defer c.drafts.mu.Unlock()
 	if len(c.drafts.announce) == 0 {
@@ -240,7 +240,7 @@ func (c *Chat) announceDraft() {
 
 // answerDraft is a client's card answer to the open draft; false if
 // requestID is not the open, undecided draft. c.mu is held.
-func (c *Chat) answerDraft(requestID string, ans Answer) bool {
+func (c *Session) answerDraft(requestID string, ans Answer) bool {
 	c.drafts.mu.Lock()
 	defer c.drafts.mu.Unlock()
 	d := c.drafts.cur
@@ -265,7 +265,7 @@ func (c *Chat) answerDraft(requestID string, ans Answer) bool {
 }
 
 // pendingDraft is the event of the undecided draft, or nil.
-func (c *Chat) pendingDraft() *Event {
+func (c *Session) pendingDraft() *Event {
 	c.drafts.mu.Lock()
 	defer c.drafts.mu.Unlock()
 	if d := c.drafts.cur; d != nil && !d.approved {

@@ -116,14 +116,14 @@ func TestLoadManySessions(t *testing.T) {
 
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	launch := relay.LauncherFunc(func(p relay.SessionParams) relay.CLI {
-		return supervisor.NewSession(supervisor.SessionConfig{
+		return supervisor.NewCLI(supervisor.CLIConfig{
 			ID: p.ID, Person: p.Person, Dir: t.TempDir(), CLISessionID: p.CLISessionID,
 			Spec:   supervisor.Spec{Binary: bin, Env: []string{"PATH=/usr/bin:/bin"}, Grace: 2 * time.Second},
 			Sink:   p.Sink,
 			Logger: log,
 		})
 	})
-	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: launch, Logger: log})
+	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launch, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,12 +39,12 @@ func (d *heldDisk) sync(f *os.File) error {
 
 func (d *heldDisk) open() { d.once.Do(func() { close(d.release) }) }
 
-func unstartedSessions(tb testing.TB, st *Store) *Sessions {
+func unstartedSessions(tb testing.TB, st *Store) *Registry {
 	tb.Helper()
 	launch := LauncherFunc(func(p SessionParams) CLI {
-		return supervisor.NewSession(supervisor.SessionConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
+		return supervisor.NewCLI(supervisor.CLIConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
 	})
-	s, err := NewSessions(SessionsConfig{Launcher: launch, Store: st, Logger: zerolog.Nop()})
+	s, err := NewRegistry(RegistryConfig{Launcher: launch, Store: st, Logger: zerolog.Nop()})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func unstartedSessions(tb testing.TB, st *Store) *Sessions {
 
 // publishTurn sends one turn's supervisor events through the chat, as the
 // CLI reader does.
-func publishTurn(c *Chat, msg string, notices int) {
+func publishTurn(c *Session, msg string, notices int) {
 	now := time.Now()
 	c.Publish(supervisor.Event{Kind: supervisor.EventTurnStart, Text: msg, Time: now})
 	for i := range notices {

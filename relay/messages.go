@@ -52,7 +52,7 @@ type TurnError struct {
 
 // Messages builds the rich history from the session's event log: the
 // client-facing events, which compaction keeps.
-func (c *Chat) Messages() []RichMessage {
+func (c *Session) Messages() []RichMessage {
 	var out []RichMessage
 	cur := -1 // index of the assistant message of the turn being read
 	for _, ev := range c.stream.Events(0) {

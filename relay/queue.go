@@ -65,7 +65,7 @@ type Ticket struct {
 	slotWait chan struct{}
 	slotOnce bool
 
-	// Set under Chat.mu; turn, startSeq and err before started closes.
+	// Set under Session.mu; turn, startSeq and err before started closes.
 	turn      int
 	startSeq  int64
 	err       error
@@ -130,7 +130,7 @@ func (queuedEvent) eventType() string         { return "queued" }
 func (queueCancelledEvent) eventType() string { return "queue_cancelled" }
 
 // turnQueue is a session's running message and the ones waiting; it is
-// guarded by Chat.mu.
+// guarded by Session.mu.
 type turnQueue struct {
 	limit int
 	// current is the message whose turn the CLI runs or is being started;
@@ -144,7 +144,7 @@ type turnQueue struct {
 	// recent are finished turns, oldest first, for resends.
 	recent []*Ticket
 	// toStart is the next message, made current when a turn ended, for
-	// startQueued to start once Chat.mu is released.
+	// startQueued to start once Session.mu is released.
 	toStart *Ticket
 }
 
@@ -187,7 +187,7 @@ func (q *turnQueue) resendOf(text string, openedOnly bool, now time.Time) *Ticke
 
 // submit takes a message: a resend joins the ticket it repeats; otherwise
 // the message starts now (start) or waits. A full queue refuses it.
-func (c *Chat) submit(text string, o SubmitOptions, now time.Time) (t *Ticket, start bool, err error) {
+func (c *Session) submit(text string, o SubmitOptions, now time.Time) (t *Ticket, start bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := &c.queue
@@ -217,7 +217,7 @@ func (c *Chat) submit(text string, o SubmitOptions, now time.Time) (t *Ticket, s
 
 // resendTarget is the message text repeats among those that opened a
 // session of this chat, or nil.
-func (c *Chat) resendTarget(text string, now time.Time) *Ticket {
+func (c *Session) resendTarget(text string, now time.Time) *Ticket {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.queue.resendOf(text, true, now)
@@ -226,7 +226,7 @@ func (c *Chat) resendTarget(text string, now time.Time) *Ticket {
 // queueSees updates the queue for an event of the session as it
 // arrives, before any event is held back, and reports whether the event
 // was for the queue only. c.mu is held.
-func (c *Chat) queueSees(ev supervisor.Event) bool {
+func (c *Session) queueSees(ev supervisor.Event) bool {
 	q := &c.queue
 	switch ev.Kind {
 	case supervisor.EventSlotWait:
@@ -252,7 +252,7 @@ func (c *Chat) queueSees(ev supervisor.Event) bool {
 
 // startTicket gives the turn that ev opened (nil: the stream is closed)
 // to the first message sent whose turn had not started. c.mu is held.
-func (c *Chat) startTicket(ev *Event, text string, now time.Time) {
+func (c *Session) startTicket(ev *Event, text string, now time.Time) {
 	q := &c.queue
 	var t *Ticket
 	for _, s := range q.sent {
@@ -275,7 +275,7 @@ func (c *Chat) startTicket(ev *Event, text string, now time.Time) {
 
 // endTicket retires the first message sent, whose turn just ended on the
 // stream. c.mu is held.
-func (c *Chat) endTicket(now time.Time) {
+func (c *Session) endTicket(now time.Time) {
 	q := &c.queue
 	if len(q.sent) == 0 {
 		return
@@ -294,7 +294,7 @@ func (c *Chat) endTicket(now time.Time) {
 
 // startQueued starts the message a turn end made current, if any; c.mu
 // must not be held.
-func (c *Chat) startQueued() {
+func (c *Session) startQueued() {
 	c.mu.Lock()
 	t := c.queue.toStart
 	c.queue.toStart = nil
@@ -318,7 +318,7 @@ func (q *turnQueue) next() *Ticket {
 
 // startFailed ends a message that could not start and returns the next
 // one to start, if any.
-func (c *Chat) startFailed(t *Ticket, err error) *Ticket {
+func (c *Session) startFailed(t *Ticket, err error) *Ticket {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if isClosed(t.started) {
@@ -345,7 +345,7 @@ func (c *Chat) startFailed(t *Ticket, err error) *Ticket {
 
 // CancelQueued cancels a waiting message; ErrNotQueued if id is not
 // waiting.
-func (c *Chat) CancelQueued(id string) error {
+func (c *Session) CancelQueued(id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := &c.queue
@@ -360,7 +360,7 @@ func (c *Chat) CancelQueued(id string) error {
 }
 
 // cancelQueue ends every waiting message with err.
-func (c *Chat) cancelQueue(err error) {
+func (c *Session) cancelQueue(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	waiting := c.queue.waiting
@@ -371,7 +371,7 @@ func (c *Chat) cancelQueue(err error) {
 }
 
 // dropLocked ends a waiting message that will not run. c.mu is held.
-func (c *Chat) dropLocked(t *Ticket, err error) {
+func (c *Session) dropLocked(t *Ticket, err error) {
 	t.err = err
 	close(t.started)
 	reason := "cancelled"
@@ -382,7 +382,7 @@ func (c *Chat) dropLocked(t *Ticket, err error) {
 }
 
 // Queue lists the waiting messages, in the order they will run.
-func (c *Chat) Queue() []QueuedMessage {
+func (c *Session) Queue() []QueuedMessage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]QueuedMessage, 0, len(c.queue.waiting))
@@ -394,7 +394,7 @@ func (c *Chat) Queue() []QueuedMessage {
 
 // Delivered records that a chat-stream sent the whole of t's turn to its
 // client: a later identical message is then a new one.
-func (c *Chat) Delivered(t *Ticket) {
+func (c *Session) Delivered(t *Ticket) {
 	c.mu.Lock()
 	t.delivered = true
 	c.mu.Unlock()
@@ -411,7 +411,7 @@ func isClosed(ch <-chan struct{}) bool {
 
 // Submit hands text to chat: it starts now, waits in the queue, or joins
 // the identical message already on its way.
-func (s *Sessions) Submit(c *Chat, text string, o SubmitOptions) (*Ticket, error) {
+func (s *Registry) Submit(c *Session, text string, o SubmitOptions) (*Ticket, error) {
 	s.mu.Lock()
 	down := s.shutdown
 	s.mu.Unlock()
@@ -432,9 +432,9 @@ func (s *Sessions) Submit(c *Chat, text string, o SubmitOptions) (*Ticket, error
 // text that opened its session and is still running, waiting, or finished
 // without its answer delivered: a client that lost its connection before
 // it learnt the session id sends it again without one.
-func (s *Sessions) ResendTarget(person, text string) (*Chat, *Ticket) {
+func (s *Registry) ResendTarget(person, text string) (*Session, *Ticket) {
 	s.mu.Lock()
-	var chats []*Chat
+	var chats []*Session
 	for _, c := range s.byID {
 		if c.Person == person {
 			chats = append(chats, c)
@@ -442,7 +442,7 @@ func (s *Sessions) ResendTarget(person, text string) (*Chat, *Ticket) {
 	}
 	s.mu.Unlock()
 	now := s.cfg.Now()
-	var best *Chat
+	var best *Session
 	var found *Ticket
 	for _, c := range chats {
 		if t := c.resendTarget(text, now); t != nil && (found == nil || t.Accepted.After(found.Accepted)) {
@@ -455,7 +455,7 @@ func (s *Sessions) ResendTarget(person, text string) (*Chat, *Ticket) {
 // dispatch starts t's turn, and after a message that cannot start, the
 // next one. Sending waits for a process slot, so it runs on its own
 // goroutine, which Close waits for.
-func (s *Sessions) dispatch(c *Chat, t *Ticket) {
+func (s *Registry) dispatch(c *Session, t *Ticket) {
 	s.endMu.Lock()
 	if s.closing {
 		s.endMu.Unlock()

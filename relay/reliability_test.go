@@ -108,7 +108,7 @@ func TestKilledCLIMidTurnThenUsable(t *testing.T) {
 	until(t, a, "text")
 	chat, _ := h.sessions.Get(id, "sebastian")
 	start := time.Now()
-	_ = syscall.Kill(chat.CLI().(*supervisor.Session).Pid(), syscall.SIGKILL)
+	_ = syscall.Kill(chat.CLI().(*supervisor.CLI).Pid(), syscall.SIGKILL)
 	evs := until(t, a, "error")
 	if e := evs[len(evs)-1]; time.Since(start) > 2*time.Second || str(e, "kind") != "crashed" ||
 		str(e, "message") != "The assistant crashed; your next message continues the conversation." {

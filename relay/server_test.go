@@ -28,7 +28,7 @@ const token = "t0ken-sebastian-and-petra"
 type harness struct {
 	env      *clitest.Env
 	url      string
-	sessions *relay.Sessions
+	sessions *relay.Registry
 	stop     func()
 	once     sync.Once
 }
@@ -69,7 +69,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	}
 	childEnv = append(childEnv, o.cliEnv...)
 	launch := relay.LauncherFunc(func(p relay.SessionParams) relay.CLI {
-		return supervisor.NewSession(supervisor.SessionConfig{
+		return supervisor.NewCLI(supervisor.CLIConfig{
 			ID: p.ID, Person: p.Person, Dir: env.Vault(p.Person), CLISessionID: p.CLISessionID,
 			Spec: supervisor.Spec{
 				Binary:         env.Binary,
@@ -80,7 +80,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 				PermissionMode: "default",
 				Grace:          2 * time.Second,
 			},
-			Handlers: func(*supervisor.Session) supervisor.Handlers {
+			Handlers: func(*supervisor.CLI) supervisor.Handlers {
 				ask, confirm := map[string]bool{}, map[string]bool{}
 				for _, t := range o.askTools {
 					ask[t] = true
@@ -114,7 +114,7 @@ func serve(tb testing.TB, o harnessOpts, launch relay.Launcher, log zerolog.Logg
 			tb.Fatal(err)
 		}
 	}
-	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: launch, Store: store, TurnEnd: o.turnEnd, MaxPerPerson: o.maxSessions, Logger: log})
+	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launch, Store: store, TurnEnd: o.turnEnd, MaxPerPerson: o.maxSessions, Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -47,9 +47,9 @@ type SessionParams struct {
 	Person       string
 	CLISessionID string
 	Sink         supervisor.Sink
-	// Chat is the relay side of the session, for questions and
+	// Session is the relay side of the session, for questions and
 	// permissions that wait for a client.
-	Chat *Chat
+	Chat *Session
 }
 
 // Launcher builds the CLI of a chat (a supervisor session): the CLI spec
@@ -64,8 +64,8 @@ type LauncherFunc func(SessionParams) CLI
 // Launch calls f.
 func (f LauncherFunc) Launch(p SessionParams) CLI { return f(p) }
 
-// SessionsConfig configures Sessions.
-type SessionsConfig struct {
+// RegistryConfig configures a Registry.
+type RegistryConfig struct {
 	Launcher Launcher
 	// Store keeps sessions across restarts; nil keeps them in memory only.
 	Store *Store
@@ -91,9 +91,9 @@ type SessionsConfig struct {
 	Now        func() time.Time
 }
 
-// Sessions holds every chat session by id.
-type Sessions struct {
-	cfg     SessionsConfig
+// Registry holds every chat session by id.
+type Registry struct {
+	cfg     RegistryConfig
 	log     zerolog.Logger
 	metrics *Metrics
 
@@ -104,7 +104,7 @@ type Sessions struct {
 	starts sync.WaitGroup
 
 	mu       sync.Mutex
-	byID     map[string]*Chat
+	byID     map[string]*Session
 	creating map[string]int // person → sessions being created
 	shutdown bool
 	// endings are the turn-end hooks running; Close stops new ones
@@ -114,8 +114,8 @@ type Sessions struct {
 	endings sync.WaitGroup
 }
 
-// NewSessions returns a registry, with the sessions the store kept.
-func NewSessions(cfg SessionsConfig) (*Sessions, error) {
+// NewRegistry returns a registry, with the sessions the store kept.
+func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -125,7 +125,7 @@ func NewSessions(cfg SessionsConfig) (*Sessions, error) {
 	if cfg.QueueLimit <= 0 {
 		cfg.QueueLimit = DefaultQueueLimit
 	}
-	s := &Sessions{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Chat), creating: map[string]int{}, metrics: newMetrics()}
+	s := &Registry{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Session), creating: map[string]int{}, metrics: newMetrics()}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.metrics.live = cfg.LiveProcesses
 	s.metrics.sessions = s.counts
@@ -147,9 +147,9 @@ func NewSessions(cfg SessionsConfig) (*Sessions, error) {
 	return s, nil
 }
 
-// Chat is one chat session as the relay sees it: the supervisor session,
+// Session is one chat session as the relay sees it: its CLI (relay.CLI),
 // its event stream, its history and title.
-type Chat struct {
+type Session struct {
 	ID      string
 	Person  string
 	Created time.Time
@@ -185,15 +185,15 @@ type Chat struct {
 }
 
 // CLI is the chat's CLI.
-func (c *Chat) CLI() CLI { return c.sess }
+func (c *Session) CLI() CLI { return c.sess }
 
 // Stream is the session's event log.
-func (c *Chat) Stream() *Stream { return c.stream }
+func (c *Session) Stream() *Stream { return c.stream }
 
 // Publish implements supervisor.Sink: it translates the event, appends the
 // results to the stream and keeps the history, all in one order. A turn's
 // end waits for the turn-end hook, and the events after it wait too.
-func (c *Chat) Publish(ev supervisor.Event) {
+func (c *Session) Publish(ev supervisor.Event) {
 	// The next waiting message starts once the lock is released.
 	defer c.startQueued()
 	c.mu.Lock()
@@ -225,7 +225,7 @@ func (c *Chat) Publish(ev supervisor.Event) {
 // its status and then end, and then the events held meanwhile; a turn end
 // among them runs the hook again. It runs in its own goroutine, owned by
 // Sessions.
-func (c *Chat) finishTurn(end supervisor.Event, hook func() string) {
+func (c *Session) finishTurn(end supervisor.Event, hook func() string) {
 	for {
 		status := hook()
 		c.mu.Lock()
@@ -255,7 +255,7 @@ func (c *Chat) finishTurn(end supervisor.Event, hook func() string) {
 }
 
 // apply publishes one supervisor event. c.mu is held.
-func (c *Chat) apply(ev supervisor.Event) {
+func (c *Session) apply(ev supervisor.Event) {
 	var took time.Duration
 	var failed bool
 	if ev.Kind == supervisor.EventTurnEnd {
@@ -315,7 +315,7 @@ func (c *Chat) apply(ev supervisor.Event) {
 // same code rebuilds them from the log after a restart. body is the event
 // as published, or nil for a logged event, which is then decoded from its
 // line. c.mu is held.
-func (c *Chat) observe(ev *Event, body typed) {
+func (c *Session) observe(ev *Event, body typed) {
 	switch {
 	case ev.Type == "turn_start":
 		e, ok := body.(turnStartEvent)
@@ -375,7 +375,7 @@ func historyAnswer(text string, ev *Event, body typed) string {
 
 // persist queues the index entry and, for a log grown too big, its
 // compaction, for the log writer. c.mu is held; the disk is not touched.
-func (c *Chat) persist() {
+func (c *Session) persist() {
 	if c.elog == nil {
 		return
 	}
@@ -393,14 +393,14 @@ func (c *Chat) persist() {
 }
 
 // History returns a copy of the session's messages.
-func (c *Chat) History() []ChatMessage {
+func (c *Session) History() []ChatMessage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]ChatMessage{}, c.history...)
 }
 
 // Info describes the session for the sessions list.
-func (c *Chat) Info() SessionInfo {
+func (c *Session) Info() SessionInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return SessionInfo{ID: c.ID, Title: c.title, Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State()),
@@ -409,7 +409,7 @@ func (c *Chat) Info() SessionInfo {
 
 // AttachInteractive counts a client that can answer questions until the
 // returned func is called.
-func (c *Chat) AttachInteractive() (detach func()) {
+func (c *Session) AttachInteractive() (detach func()) {
 	c.mu.Lock()
 	c.interactive++
 	c.mu.Unlock()
@@ -424,7 +424,7 @@ func (c *Chat) AttachInteractive() (detach func()) {
 }
 
 // Interactive reports whether a client that can answer is attached.
-func (c *Chat) Interactive() bool {
+func (c *Session) Interactive() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.interactive > 0
@@ -434,14 +434,14 @@ func (c *Chat) Interactive() bool {
 // id is empty, unknown or another person's: a person never continues
 // someone else's session. ErrTooManySessions if a new one would be more
 // than the person may keep.
-func (s *Sessions) GetOrCreate(id, person string) (*Chat, error) {
+func (s *Registry) GetOrCreate(id, person string) (*Session, error) {
 	if c, err := s.Get(id, person); err == nil {
 		return c, nil
 	}
 	return s.create(person)
 }
 
-func (s *Sessions) create(person string) (*Chat, error) {
+func (s *Registry) create(person string) (*Session, error) {
 	s.mu.Lock()
 	n := s.creating[person]
 	for _, c := range s.byID {
@@ -473,9 +473,9 @@ func (s *Sessions) create(person string) (*Chat, error) {
 	return c, nil
 }
 
-// open builds a Chat for m with the events already logged, and registers it.
-func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
-	c := &Chat{
+// open builds a Session for m with the events already logged, and registers it.
+func (s *Registry) open(m meta, events []*Event) (*Session, error) {
+	c := &Session{
 		ID: m.ID, Person: m.Person, Created: m.Created,
 		tr:           newTranslator(m.ID),
 		store:        s.cfg.Store,
@@ -536,7 +536,7 @@ func (s *Sessions) open(m meta, events []*Event) (*Chat, error) {
 // restore reopens a session read from the store. A turn the server was in
 // the middle of when it stopped is closed with an error, so clients that
 // replay the log see it end.
-func (s *Sessions) restore(l loaded) error {
+func (s *Registry) restore(l loaded) error {
 	c, err := s.open(l.meta, l.events)
 	if ids := openDrafts(l.events); len(ids) > 0 {
 		// Drafts live in memory: a restart expires them.
@@ -594,7 +594,7 @@ func unanswered(events []*Event) []ask {
 }
 
 // Get returns the person's session with id; ErrNotFound otherwise.
-func (s *Sessions) Get(id, person string) (*Chat, error) {
+func (s *Registry) Get(id, person string) (*Session, error) {
 	if id == "" {
 		return nil, ErrNotFound
 	}
@@ -608,9 +608,9 @@ func (s *Sessions) Get(id, person string) (*Chat, error) {
 }
 
 // List returns the person's sessions, most recently active first.
-func (s *Sessions) List(person string) []SessionInfo {
+func (s *Registry) List(person string) []SessionInfo {
 	s.mu.Lock()
-	var chats []*Chat
+	var chats []*Session
 	for _, c := range s.byID {
 		if c.Person == person {
 			chats = append(chats, c)
@@ -626,7 +626,7 @@ func (s *Sessions) List(person string) []SessionInfo {
 }
 
 // Clear ends the person's session and forgets it; false if there was none.
-func (s *Sessions) Clear(id, person string) bool {
+func (s *Registry) Clear(id, person string) bool {
 	s.mu.Lock()
 	c, ok := s.byID[id]
 	if ok && c.Person == person {
@@ -654,11 +654,11 @@ func (s *Sessions) Clear(id, person string) bool {
 }
 
 // Metrics is the relay's Prometheus handler.
-func (s *Sessions) Metrics() *Metrics { return s.metrics }
+func (s *Registry) Metrics() *Metrics { return s.metrics }
 
-func (s *Sessions) counts() (sessions, subscribers int) {
+func (s *Registry) counts() (sessions, subscribers int) {
 	s.mu.Lock()
-	chats := make([]*Chat, 0, len(s.byID))
+	chats := make([]*Session, 0, len(s.byID))
 	for _, c := range s.byID {
 		chats = append(chats, c)
 	}
@@ -670,7 +670,7 @@ func (s *Sessions) counts() (sessions, subscribers int) {
 }
 
 // Send starts a turn in chat, unless the server is shutting down.
-func (s *Sessions) Send(ctx context.Context, c *Chat, text string) error {
+func (s *Registry) Send(ctx context.Context, c *Session, text string) error {
 	s.mu.Lock()
 	down := s.shutdown
 	s.mu.Unlock()
@@ -682,10 +682,10 @@ func (s *Sessions) Send(ctx context.Context, c *Chat, text string) error {
 
 // Shutdown refuses new turns, interrupts the running ones and waits until
 // they have ended (their clients got their terminal events) or ctx ends.
-func (s *Sessions) Shutdown(ctx context.Context) {
+func (s *Registry) Shutdown(ctx context.Context) {
 	s.mu.Lock()
 	s.shutdown = true
-	chats := make([]*Chat, 0, len(s.byID))
+	chats := make([]*Session, 0, len(s.byID))
 	for _, c := range s.byID {
 		chats = append(chats, c)
 	}
@@ -722,12 +722,12 @@ func (s *Sessions) Shutdown(ctx context.Context) {
 
 // Expire forgets sessions idle for longer than the TTL (state on disk
 // included) and reports how many; running sessions are kept.
-func (s *Sessions) Expire() int {
+func (s *Registry) Expire() int {
 	if s.cfg.TTL <= 0 {
 		return 0
 	}
 	now := s.cfg.Now()
-	var old []*Chat
+	var old []*Session
 	s.mu.Lock()
 	for _, c := range s.byID {
 		c.mu.Lock()
@@ -749,13 +749,13 @@ func (s *Sessions) Expire() int {
 
 // Close ends every session, after the turn-end hooks still running have
 // published their turns' ends.
-func (s *Sessions) Close() {
+func (s *Registry) Close() {
 	s.endMu.Lock()
 	s.closing = true
 	s.endMu.Unlock()
 	s.endings.Wait()
 	s.mu.Lock()
-	chats := make([]*Chat, 0, len(s.byID))
+	chats := make([]*Session, 0, len(s.byID))
 	for _, c := range s.byID {
 		chats = append(chats, c)
 	}

@@ -145,9 +145,9 @@ func TestSessionsExpire(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	launch := LauncherFunc(func(p SessionParams) CLI {
-		return supervisor.NewSession(supervisor.SessionConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
+		return supervisor.NewCLI(supervisor.CLIConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
 	})
-	s, err := NewSessions(SessionsConfig{Launcher: launch, Store: st, TTL: time.Hour, Logger: zerolog.Nop(), Now: clock})
+	s, err := NewRegistry(RegistryConfig{Launcher: launch, Store: st, TTL: time.Hour, Logger: zerolog.Nop(), Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

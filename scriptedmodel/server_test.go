@@ -200,7 +200,7 @@ func TestCLIFailuresEndTurns(t *testing.T) {
 			t.Parallel()
 			env := clitest.New(t, nil)
 			rec := clitest.NewRecorder()
-			s := supervisor.NewSession(supervisor.SessionConfig{
+			s := supervisor.NewCLI(supervisor.CLIConfig{
 				ID: "s", Person: "sebastian", Dir: env.Vault("sebastian"),
 				Spec: supervisor.Spec{
 					Binary: env.Binary,

@@ -56,7 +56,7 @@ type Pool struct {
 	log zerolog.Logger
 
 	mu       sync.Mutex
-	live     map[*Process]*Session
+	live     map[*Process]*CLI
 	reserved map[string]int // person → slots reserved for processes starting
 	changed  chan struct{}  // closed and replaced whenever a slot frees or a process goes idle
 
@@ -70,7 +70,7 @@ func NewPool(cfg PoolConfig) *Pool {
 	if cfg.SlotWait <= 0 {
 		cfg.SlotWait = 30 * time.Second
 	}
-	p := &Pool{cfg: cfg, log: cfg.Logger, live: map[*Process]*Session{}, reserved: map[string]int{},
+	p := &Pool{cfg: cfg, log: cfg.Logger, live: map[*Process]*CLI{}, reserved: map[string]int{},
 		changed: make(chan struct{}), stop: make(chan struct{})}
 	if cfg.PIDDir != "" {
 		if err := os.MkdirAll(cfg.PIDDir, 0o700); err != nil {
@@ -113,7 +113,7 @@ func (p *Pool) heldLocked(person string) int {
 }
 
 // acquire reserves a slot for a process about to start.
-func (p *Pool) acquire(ctx context.Context, self *Session) error {
+func (p *Pool) acquire(ctx context.Context, self *CLI) error {
 	person := self.Person()
 	timer := time.NewTimer(p.cfg.SlotWait)
 	defer timer.Stop()
@@ -169,8 +169,8 @@ func (p *Pool) acquire(ctx context.Context, self *Session) error {
 
 // idleLocked lists sessions with a live, idle process (of owner's, unless
 // owner is ""), least recently used first.
-func (p *Pool) idleLocked(except *Session, owner string) []*Session {
-	var out []*Session
+func (p *Pool) idleLocked(except *CLI, owner string) []*CLI {
+	var out []*CLI
 	for _, s := range p.live {
 		if s != except && (owner == "" || s.Person() == owner) && s.State() == StateIdle {
 			out = append(out, s)
@@ -181,7 +181,7 @@ func (p *Pool) idleLocked(except *Session, owner string) []*Session {
 }
 
 // unreserve gives back a reservation of s whose process never started.
-func (p *Pool) unreserve(s *Session) {
+func (p *Pool) unreserve(s *CLI) {
 	p.mu.Lock()
 	p.release(s.Person())
 	p.signalLocked()
@@ -195,7 +195,7 @@ func (p *Pool) release(person string) {
 }
 
 // started turns a reservation into a live process.
-func (p *Pool) started(proc *Process, s *Session) {
+func (p *Pool) started(proc *Process, s *CLI) {
 	p.mu.Lock()
 	p.release(s.Person())
 	p.live[proc] = s
@@ -240,7 +240,7 @@ func (p *Pool) reap() {
 		case <-tick.C:
 		}
 		p.mu.Lock()
-		var idle []*Session
+		var idle []*CLI
 		for _, s := range p.live {
 			if s.State() == StateIdle && time.Since(s.LastActivity()) >= p.cfg.IdleTimeout {
 				idle = append(idle, s)

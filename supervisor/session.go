@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Errors a Session returns; callers test them with errors.Is.
+// Errors a CLI returns; callers test them with errors.Is.
 var (
 	ErrBusy       = errors.New("session is already running a turn")
 	ErrNotRunning = errors.New("session is not running a turn")
@@ -22,7 +22,7 @@ var (
 // EventKind says what an Event carries.
 type EventKind int
 
-// The kinds of Event a Session publishes.
+// The kinds of Event a CLI publishes.
 const (
 	// EventCLI carries one message from the CLI, unchanged, in Msg.
 	EventCLI EventKind = iota
@@ -38,7 +38,7 @@ const (
 	EventSlotWait
 )
 
-// Event is what a Session publishes to its Sink.
+// Event is what a CLI publishes to its Sink.
 type Event struct {
 	Kind        EventKind
 	Msg         *Message
@@ -48,7 +48,7 @@ type Event struct {
 	Time        time.Time
 }
 
-// Sink receives a Session's events in order. Publish must not block.
+// Sink receives a CLI's events in order. Publish must not block.
 type Sink interface {
 	Publish(Event)
 }
@@ -62,15 +62,15 @@ func (f SinkFunc) Publish(ev Event) { f(ev) }
 // State is what a session is doing.
 type State string
 
-// Session states, as the sessions list shows them.
+// CLI states, as the sessions list shows them.
 const (
 	StateIdle    State = "idle"
 	StateRunning State = "running"
 	StateWaiting State = "waiting" // a turn waits for the person (a question or a permission)
 )
 
-// SessionConfig configures a Session.
-type SessionConfig struct {
+// CLIConfig configures a CLI.
+type CLIConfig struct {
 	// ID is our own stable session id.
 	ID string
 	// Person owns the session; Dir is the person's vault, the CLI's cwd.
@@ -80,7 +80,7 @@ type SessionConfig struct {
 	CLISessionID string
 	Spec         Spec
 	// Handlers builds the control handlers for this session.
-	Handlers func(*Session) Handlers
+	Handlers func(*CLI) Handlers
 	Sink     Sink
 	// StallTimeout kills a CLI that writes nothing for this long while a
 	// turn runs and no question waits for the person; 0 disables.
@@ -90,11 +90,11 @@ type SessionConfig struct {
 	Logger zerolog.Logger
 }
 
-// Session is one chat session: one long-lived CLI process at a time, one
+// CLI runs the claude of one chat session: one long-lived process at a time, one
 // turn at a time. A process that died is replaced on the next turn with
 // --resume, so the conversation continues.
-type Session struct {
-	cfg SessionConfig
+type CLI struct {
+	cfg CLIConfig
 	log zerolog.Logger
 
 	mu           sync.Mutex
@@ -112,12 +112,12 @@ type Session struct {
 	spawning     *Process // started, not yet initialized
 }
 
-// NewSession returns an idle Session; no process runs until the first turn.
-func NewSession(cfg SessionConfig) *Session {
+// NewCLI returns an idle CLI; no process runs until the first turn.
+func NewCLI(cfg CLIConfig) *CLI {
 	if cfg.Sink == nil {
 		cfg.Sink = SinkFunc(func(Event) {})
 	}
-	return &Session{
+	return &CLI{
 		cfg:          cfg,
 		log:          cfg.Logger.With().Str("session", cfg.ID).Str("person", cfg.Person).Logger(),
 		cliSessionID: cfg.CLISessionID,
@@ -126,20 +126,20 @@ func NewSession(cfg SessionConfig) *Session {
 }
 
 // ID is our session id.
-func (s *Session) ID() string { return s.cfg.ID }
+func (s *CLI) ID() string { return s.cfg.ID }
 
 // Person is the session's owner.
-func (s *Session) Person() string { return s.cfg.Person }
+func (s *CLI) Person() string { return s.cfg.Person }
 
 // CLISessionID is the CLI's id for the conversation ("" before the first turn).
-func (s *Session) CLISessionID() string {
+func (s *CLI) CLISessionID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cliSessionID
 }
 
 // State reports whether the session is idle, running or waiting.
-func (s *Session) State() State {
+func (s *CLI) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -153,14 +153,14 @@ func (s *Session) State() State {
 }
 
 // LastActivity is when a turn last started or ended.
-func (s *Session) LastActivity() time.Time {
+func (s *CLI) LastActivity() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastActivity
 }
 
 // Pid is the process id of the live CLI, or 0.
-func (s *Session) Pid() int {
+func (s *CLI) Pid() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
@@ -170,12 +170,12 @@ func (s *Session) Pid() int {
 }
 
 // Live reports whether a CLI process is running for this session.
-func (s *Session) Live() bool { return s.Pid() != 0 }
+func (s *CLI) Live() bool { return s.Pid() != 0 }
 
 // Send starts a turn with the person's message. It returns once the message
 // is with the CLI (or the turn has already ended with an error event); the
 // turn's events follow on the Sink. ErrBusy if a turn is running.
-func (s *Session) Send(ctx context.Context, text string) error {
+func (s *CLI) Send(ctx context.Context, text string) error {
 	s.mu.Lock()
 	switch {
 	case s.closed:
@@ -225,7 +225,7 @@ func (s *Session) Send(ctx context.Context, text string) error {
 // ensureProcess returns the live process, starting (and initializing) one
 // when there is none. A resume the CLI cannot do starts a fresh
 // conversation, once, and says so.
-func (s *Session) ensureProcess(ctx context.Context, reserved bool) (*Process, error) {
+func (s *CLI) ensureProcess(ctx context.Context, reserved bool) (*Process, error) {
 	s.mu.Lock()
 	if s.proc != nil {
 		p := s.proc
@@ -267,7 +267,7 @@ func resumeFailed(err error) bool {
 	return strings.Contains(err.Error(), "No conversation found")
 }
 
-func (s *Session) spawn(ctx context.Context, resume string) (*Process, error) {
+func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 	spec := s.cfg.Spec
 	var h Handlers
 	if s.cfg.Handlers != nil {
@@ -339,7 +339,7 @@ func (s *Session) spawn(ctx context.Context, resume string) (*Process, error) {
 	return p, nil
 }
 
-func (s *Session) onMessage(p *Process, m *Message) {
+func (s *CLI) onMessage(p *Process, m *Message) {
 	s.mu.Lock()
 	if s.proc != p {
 		// Before initialize is answered the CLI only writes on its way out
@@ -366,7 +366,7 @@ func (s *Session) onMessage(p *Process, m *Message) {
 	}
 }
 
-func (s *Session) onExit(p *Process, err error) {
+func (s *CLI) onExit(p *Process, err error) {
 	s.mu.Lock()
 	if s.proc != p {
 		s.mu.Unlock()
@@ -392,7 +392,7 @@ func (s *Session) onExit(p *Process, err error) {
 }
 
 // endTurn closes turn once: a later call for the same turn does nothing.
-func (s *Session) endTurn(turn int, result *Message, err error, interrupted bool) {
+func (s *CLI) endTurn(turn int, result *Message, err error, interrupted bool) {
 	s.mu.Lock()
 	if !s.running || s.turn != turn {
 		s.mu.Unlock()
@@ -422,7 +422,7 @@ func stopTimer(t **time.Timer) {
 }
 
 // touch records output from the CLI and re-arms the stall watchdog.
-func (s *Session) touch() {
+func (s *CLI) touch() {
 	if s.cfg.StallTimeout <= 0 {
 		return
 	}
@@ -438,7 +438,7 @@ func (s *Session) touch() {
 	}
 }
 
-func (s *Session) checkStall(turn int) {
+func (s *CLI) checkStall(turn int) {
 	s.mu.Lock()
 	s.stallTimer = nil
 	if !s.running || s.turn != turn || s.proc == nil {
@@ -466,7 +466,7 @@ func (s *Session) checkStall(turn int) {
 // Interrupt stops the running turn in-band; the turn ends with its result.
 // If the CLI does not end the turn within grace, the process is killed and
 // the turn ends with an error, so an interrupt never hangs.
-func (s *Session) Interrupt(ctx context.Context) error {
+func (s *CLI) Interrupt(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.running {
 		s.mu.Unlock()
@@ -502,7 +502,7 @@ func (s *Session) Interrupt(ctx context.Context) error {
 
 // Control sends another control request (set_permission_mode, set_model,
 // ...) to the live process. ErrNotRunning if none runs.
-func (s *Session) Control(ctx context.Context, subtype string, body map[string]any) ([]byte, error) {
+func (s *CLI) Control(ctx context.Context, subtype string, body map[string]any) ([]byte, error) {
 	s.mu.Lock()
 	p := s.proc
 	s.mu.Unlock()
@@ -515,7 +515,7 @@ func (s *Session) Control(ctx context.Context, subtype string, body map[string]a
 // SetWaiting marks that the running turn waits for (true) or got (false) an
 // answer from the person; the sessions list shows it and the stall
 // watchdog holds off meanwhile.
-func (s *Session) SetWaiting(waiting bool) {
+func (s *CLI) SetWaiting(waiting bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if waiting {
@@ -528,13 +528,13 @@ func (s *Session) SetWaiting(waiting bool) {
 
 // Notice publishes something the person should know to the session's
 // clients.
-func (s *Session) Notice(text string) {
+func (s *CLI) Notice(text string) {
 	s.publish(Event{Kind: EventNotice, Text: text})
 }
 
 // StopIfIdle ends the live process if no turn runs, keeping the session:
 // the next turn resumes. It reports whether it stopped one.
-func (s *Session) StopIfIdle() bool {
+func (s *CLI) StopIfIdle() bool {
 	s.mu.Lock()
 	if s.running || s.proc == nil {
 		s.mu.Unlock()
@@ -552,7 +552,7 @@ func (s *Session) StopIfIdle() bool {
 }
 
 // Close ends the session and its process; it is idempotent.
-func (s *Session) Close() error {
+func (s *CLI) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	p, starting := s.proc, s.spawning
@@ -566,7 +566,7 @@ func (s *Session) Close() error {
 	return nil
 }
 
-func (s *Session) publish(ev Event) {
+func (s *CLI) publish(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/majorhq/major/supervisor"
 )
 
-func newSession(tb testing.TB, env *clitest.Env, rec *clitest.Recorder, mutate func(*supervisor.SessionConfig)) *supervisor.Session {
+func newSession(tb testing.TB, env *clitest.Env, rec *clitest.Recorder, mutate func(*supervisor.CLIConfig)) *supervisor.CLI {
 	tb.Helper()
-	cfg := supervisor.SessionConfig{
+	cfg := supervisor.CLIConfig{
 		ID:     "s-" + strings.ReplaceAll(tb.Name(), "/", "-"),
 		Person: "sebastian",
 		Dir:    env.Vault("sebastian"),
@@ -37,7 +37,7 @@ func newSession(tb testing.TB, env *clitest.Env, rec *clitest.Recorder, mutate f
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	s := supervisor.NewSession(cfg)
+	s := supervisor.NewCLI(cfg)
 	tb.Cleanup(func() {
 		pid := s.Pid()
 		if err := s.Close(); err != nil {
@@ -67,7 +67,7 @@ func assertGroupGone(tb testing.TB, pgid int) {
 	}
 }
 
-func send(tb testing.TB, s *supervisor.Session, text string) {
+func send(tb testing.TB, s *supervisor.CLI, text string) {
 	tb.Helper()
 	if err := s.Send(context.Background(), text); err != nil {
 		tb.Fatalf("send %q: %v", text, err)
@@ -147,9 +147,9 @@ func TestResumeInNewProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A brand-new Session, as after a server restart, knowing only the id.
+	// A brand-new CLI, as after a server restart, knowing only the id.
 	rec2 := clitest.NewRecorder()
-	s2 := newSession(t, env, rec2, func(c *supervisor.SessionConfig) { c.CLISessionID = first })
+	s2 := newSession(t, env, rec2, func(c *supervisor.CLIConfig) { c.CLISessionID = first })
 	send(t, s2, "[[recall]]")
 	end := rec2.WaitEnd(t, 60*time.Second)
 	if end.Err != nil {
@@ -263,7 +263,7 @@ func TestResumeFailureStartsFresh(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
 	rec := clitest.NewRecorder()
-	s := newSession(t, env, rec, func(c *supervisor.SessionConfig) {
+	s := newSession(t, env, rec, func(c *supervisor.CLIConfig) {
 		c.CLISessionID = "8d0a5ef4-5a1e-4b7e-9d55-000000000000"
 	})
 	send(t, s, "[[say fresh start]]")
@@ -287,7 +287,7 @@ func TestModelFailureEndsTurn(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
 	rec := clitest.NewRecorder()
-	s := newSession(t, env, rec, func(c *supervisor.SessionConfig) {
+	s := newSession(t, env, rec, func(c *supervisor.CLIConfig) {
 		c.Spec.Env = append(c.Spec.Env, "CLAUDE_CODE_MAX_RETRIES=0")
 	})
 	send(t, s, "[[status 400]]")
@@ -309,14 +309,14 @@ func TestMCPAndHookPlumbing(t *testing.T) {
 	var mu sync.Mutex
 	var hookTools []string
 	var mcpMethods []string
-	s := newSession(t, env, rec, func(c *supervisor.SessionConfig) {
+	s := newSession(t, env, rec, func(c *supervisor.CLIConfig) {
 		c.Spec.SDKMCPServers = []string{"probe"}
 		c.Spec.Tools = append(c.Spec.Tools, "mcp__probe__echo")
 		c.Spec.AllowedTools = []string{"mcp__probe__echo"}
 		c.Spec.Hooks = map[string][]supervisor.HookMatcher{
 			"PreToolUse": {{Matcher: "Read", HookCallbackIDs: []string{"hook_read"}}},
 		}
-		c.Handlers = func(*supervisor.Session) supervisor.Handlers {
+		c.Handlers = func(*supervisor.CLI) supervisor.Handlers {
 			return supervisor.Handlers{
 				HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {
 					var in supervisor.HookInput
@@ -432,7 +432,7 @@ func TestDashValuesReachTheCLI(t *testing.T) {
 	})
 
 	rec := clitest.NewRecorder()
-	s := newSession(t, env, rec, func(c *supervisor.SessionConfig) { c.CLISessionID = "-x" })
+	s := newSession(t, env, rec, func(c *supervisor.CLIConfig) { c.CLISessionID = "-x" })
 	send(t, s, "hello")
 	end := rec.WaitEnd(t, 60*time.Second)
 	if end.Err == nil || strings.Contains(end.Err.Error(), "unknown option") || !strings.Contains(end.Err.Error(), `"-x"`) {
@@ -441,7 +441,7 @@ func TestDashValuesReachTheCLI(t *testing.T) {
 
 	rec = clitest.NewRecorder()
 	const prompt = "--help -v You are a test assistant whose prompt starts with dashes."
-	s = newSession(t, env, rec, func(c *supervisor.SessionConfig) {
+	s = newSession(t, env, rec, func(c *supervisor.CLIConfig) {
 		c.ID += "-prompt"
 		c.Spec.SystemPrompt = prompt
 	})

@@ -132,7 +132,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	sessions, err := relay.NewSessions(relay.SessionsConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
+	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
 		LiveProcesses: pool.Live, TurnEnd: launcher.EndTurn, Logger: log})
 	if err != nil {
 		return err

@@ -256,7 +256,7 @@ func (s *sink) wait(tb testing.TB) supervisor.Event {
 func TestDrivesSupervisorSession(t *testing.T) {
 	bin := standin.Build(t)
 	rec := &sink{ends: make(chan supervisor.Event, 4)}
-	s := supervisor.NewSession(supervisor.SessionConfig{
+	s := supervisor.NewCLI(supervisor.CLIConfig{
 		ID: "standin", Person: "sebastian", Dir: t.TempDir(),
 		Spec:   supervisor.Spec{Binary: bin, Env: []string{"PATH=/usr/bin:/bin"}, Grace: 2 * time.Second},
 		Sink:   rec,

@@ -233,14 +233,14 @@ func (l *Launcher) CLI(id string) *CLI {
 	return l.clis[id]
 }
 
-// NewSessions returns a registry whose chats run on fake CLIs, closed when
+// NewRegistry returns a registry whose chats run on fake CLIs, closed when
 // the test ends. cfg's Launcher and Logger are set here.
-func NewSessions(tb testing.TB, cfg relay.SessionsConfig) (*relay.Sessions, *Launcher) {
+func NewRegistry(tb testing.TB, cfg relay.RegistryConfig) (*relay.Registry, *Launcher) {
 	tb.Helper()
 	l := &Launcher{}
 	cfg.Launcher = l
 	cfg.Logger = zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
-	s, err := relay.NewSessions(cfg)
+	s, err := relay.NewRegistry(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
