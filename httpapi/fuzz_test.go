@@ -183,7 +183,7 @@ func FuzzEventsQuery(f *testing.F) {
 	}
 	done := make(chan struct{})
 	close(done) // streams end right after the replay
-	srv := NewServer(Config{Auth: auth, Sessions: sessions, Logger: zerolog.Nop(), Done: done})
+	srv := NewServer(Config{Auth: auth, Registry: sessions, Logger: zerolog.Nop(), Done: done})
 	chat, _ := sessions.GetOrCreate("", "sebastian")
 	chat.Publish(supervisor.Event{Kind: supervisor.EventTurnStart, Text: "hi"})
 	chat.Publish(supervisor.Event{Kind: supervisor.EventTurnEnd})

@@ -19,7 +19,7 @@ import (
 // Config configures the HTTP API.
 type Config struct {
 	Auth     *Auth
-	Sessions *relay.Registry
+	Registry *relay.Registry
 	Logger   zerolog.Logger
 	// MaxBody bounds request bodies; default DefaultMaxBody.
 	MaxBody int64
@@ -267,18 +267,18 @@ func (s *Server) chatTicket(c *gin.Context) (*relay.Session, *relay.Ticket, chat
 		return nil, nil, req, false
 	}
 	person := personOf(c)
-	chat, err := s.cfg.Sessions.Get(req.SessionID, person)
+	chat, err := s.cfg.Registry.Get(req.SessionID, person)
 	opened := err != nil
 	if opened {
-		if prev, t := s.cfg.Sessions.ResendTarget(person, req.Message); t != nil {
+		if prev, t := s.cfg.Registry.ResendTarget(person, req.Message); t != nil {
 			return prev, t, req, true
 		}
-		if chat, err = s.cfg.Sessions.GetOrCreate("", person); err != nil {
+		if chat, err = s.cfg.Registry.GetOrCreate("", person); err != nil {
 			s.fail(c, err)
 			return nil, nil, req, false
 		}
 	}
-	t, err := s.cfg.Sessions.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened})
+	t, err := s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened})
 	if err != nil {
 		s.fail(c, err)
 		return nil, nil, req, false
@@ -418,7 +418,7 @@ func (s *Server) clear(c *gin.Context) {
 		s.fail(c, badRequest("session_id is required"))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"cleared": s.cfg.Sessions.Clear(req.SessionID, personOf(c))})
+	c.JSON(http.StatusOK, gin.H{"cleared": s.cfg.Registry.Clear(req.SessionID, personOf(c))})
 }
 
 func (s *Server) history(c *gin.Context) {
@@ -427,7 +427,7 @@ func (s *Server) history(c *gin.Context) {
 		s.fail(c, badRequest("session_id is required"))
 		return
 	}
-	chat, err := s.cfg.Sessions.Get(id, personOf(c))
+	chat, err := s.cfg.Registry.Get(id, personOf(c))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -436,11 +436,11 @@ func (s *Server) history(c *gin.Context) {
 }
 
 func (s *Server) listSessions(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"sessions": s.cfg.Sessions.List(personOf(c))})
+	c.JSON(http.StatusOK, gin.H{"sessions": s.cfg.Registry.List(personOf(c))})
 }
 
 func (s *Server) createSession(c *gin.Context) {
-	chat, err := s.cfg.Sessions.GetOrCreate("", personOf(c))
+	chat, err := s.cfg.Registry.GetOrCreate("", personOf(c))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -450,7 +450,7 @@ func (s *Server) createSession(c *gin.Context) {
 
 // session finds the person's session named in the path.
 func (s *Server) session(c *gin.Context) (*relay.Session, bool) {
-	chat, err := s.cfg.Sessions.Get(c.Param("id"), personOf(c))
+	chat, err := s.cfg.Registry.Get(c.Param("id"), personOf(c))
 	if err != nil {
 		s.fail(c, err)
 		return nil, false
@@ -572,7 +572,7 @@ func (s *Server) postMessage(c *gin.Context) {
 		return
 	}
 	seq := chat.Stream().Seq()
-	t, err := s.cfg.Sessions.Submit(chat, req.Message, relay.SubmitOptions{})
+	t, err := s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{})
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -55,7 +55,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	}
 	done := make(chan struct{})
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{
-		Auth: auth, Sessions: sessions, Logger: log, Done: done, CORSOrigins: o.cors,
+		Auth: auth, Registry: sessions, Logger: log, Done: done, CORSOrigins: o.cors,
 	}))
 	tb.Cleanup(func() {
 		close(done)

@@ -133,7 +133,7 @@ func TestLoadManySessions(t *testing.T) {
 	}
 	done := make(chan struct{})
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{
-		Auth: auth, Sessions: sessions, Logger: log, Done: done,
+		Auth: auth, Registry: sessions, Logger: log, Done: done,
 	}))
 	transport := &http.Transport{MaxIdleConnsPerHost: loadSessions * (loadClients + 1)}
 	client := &http.Client{Transport: transport}

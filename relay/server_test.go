@@ -124,7 +124,7 @@ func serve(tb testing.TB, o harnessOpts, launch relay.Launcher, log zerolog.Logg
 	}
 	done := make(chan struct{})
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{
-		Auth: auth, Sessions: sessions, Logger: log, PingInterval: o.ping, Done: done, SubscriberBuffer: o.subBuf,
+		Auth: auth, Registry: sessions, Logger: log, PingInterval: o.ping, Done: done, SubscriberBuffer: o.subBuf,
 		CORSOrigins: o.cors,
 	}))
 	h := &harness{url: srv.URL, sessions: sessions}

@@ -146,7 +146,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	done := make(chan struct{})
 	srvCfg := httpapi.Config{
 		Auth:       auth,
-		Sessions:   sessions,
+		Registry:   sessions,
 		Logger:     log,
 		Metrics:    sessions.Metrics(),
 		MCP:        mcp.HTTPHandler(),
