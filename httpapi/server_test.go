@@ -1,17 +1,14 @@
 package httpapi_test
 
 import (
-	"bufio"
 	"encoding/json"
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -27,6 +24,7 @@ import (
 const token = "t0ken-sebastian-and-petra"
 
 type harness struct {
+	httpapitest.Client
 	url      string
 	sessions *relay.Registry
 	fakes    *relaytest.Launcher
@@ -62,7 +60,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 		srv.Close()
 		sessions.Close()
 	})
-	return &harness{url: srv.URL, sessions: sessions, fakes: fakes}
+	return &harness{Client: httpapitest.Client{URL: srv.URL, Token: token}, url: srv.URL, sessions: sessions, fakes: fakes}
 }
 
 // timesSent is how many times text reached a CLI as a message.
@@ -80,284 +78,21 @@ func (h *harness) timesSent(text string) int {
 	return n
 }
 
-const formType = "application/x-www-form-urlencoded"
-
-// liveStream is a chat-stream response read line by line, as the seed
-// clients read it.
-type liveStream struct {
-	resp *http.Response
-	sc   *bufio.Scanner
-	evs  []map[string]json.RawMessage
-}
-
-// openStream posts a chat-stream request as the seed clients do and
-// returns once the response headers are in.
-func (h *harness) openStream(tb testing.TB, ctype, body string) *liveStream {
-	tb.Helper()
-	resp := h.request(tb, "POST", "/api/claude/chat-stream", "sebastian", ctype, body)
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		tb.Fatalf("chat-stream: %d %s", resp.StatusCode, b)
-	}
-	tb.Cleanup(func() { resp.Body.Close() })
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	return &liveStream{resp: resp, sc: sc}
-}
-
-// next reads one line; false at the end of the stream.
-func (s *liveStream) next(tb testing.TB) (map[string]json.RawMessage, bool) {
-	tb.Helper()
-	if !s.sc.Scan() {
-		return nil, false
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(s.sc.Bytes(), &m); err != nil {
-		tb.Fatalf("line is not a JSON object: %q", s.sc.Text())
-	}
-	s.evs = append(s.evs, m)
-	return m, true
-}
-
-// rest reads to the end and returns every line of the stream, pings left
-// out.
-func (s *liveStream) rest(tb testing.TB) []map[string]json.RawMessage {
-	tb.Helper()
-	for {
-		if _, ok := s.next(tb); !ok {
-			break
-		}
-	}
-	var out []map[string]json.RawMessage
-	for _, ev := range s.evs {
-		if str(ev, "type") != "ping" {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-func form(message, sessionID string) string {
-	v := url.Values{"message": {message}}
-	if sessionID != "" {
-		v.Set("session_id", sessionID)
-	}
-	return v.Encode()
-}
-
-func keys(m map[string]json.RawMessage) string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return strings.Join(ks, ",")
-}
-
-// compatKeys is the exact key set of each compat event (shared/seeds/004).
-var compatKeys = map[string]string{
-	"text":   "delta,type",
-	"status": "message,type",
-	"tool":   "input,name,type",
-	"ping":   "type",
-	"done":   "session_id,type",
-	"error":  "message,type",
-}
-
-func checkCompat(tb testing.TB, evs []map[string]json.RawMessage) {
-	tb.Helper()
-	terminal := 0
-	for i, ev := range evs {
-		typ := str(ev, "type")
-		want, ok := compatKeys[typ]
-		if !ok {
-			tb.Fatalf("event %d has a type compat clients do not know: %s", i, typ)
-		}
-		if got := keys(ev); got != want {
-			tb.Fatalf("%s event keys = %s, want exactly %s", typ, got, want)
-		}
-		if typ == "done" || typ == "error" {
-			terminal++
-			if i != len(evs)-1 {
-				tb.Fatalf("terminal %s event is not the last line", typ)
-			}
-		}
-	}
-	if terminal != 1 {
-		tb.Fatalf("turn ended with %d done/error events, want exactly 1: %v", terminal, evs)
-	}
-}
-
 // assertUsable runs one more turn in the session (after an interrupt, a
 // crash, bad input, ...) and checks it answers normally.
 func (h *harness) assertUsable(tb testing.TB, id string) {
 	tb.Helper()
-	_, evs := h.chatStream(tb, "sebastian", "", jsonBody(map[string]any{"message": "[[say still usable]]", "session_id": id}))
-	checkCompat(tb, evs)
-	if got := streamText(evs); got != "still usable" {
+	_, evs := h.ChatStream(tb, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[say still usable]]", "session_id": id}))
+	httpapitest.CheckCompat(tb, evs)
+	if got := httpapitest.StreamText(evs); got != "still usable" {
 		tb.Fatalf("the session is not usable any more: %v", evs)
 	}
-}
-
-func streamText(evs []map[string]json.RawMessage) string {
-	var sb strings.Builder
-	for _, ev := range evs {
-		if str(ev, "type") == "text" {
-			sb.WriteString(str(ev, "delta"))
-		}
-	}
-	return sb.String()
-}
-
-func (h *harness) chatStream(tb testing.TB, person, ctype, body string) (int, []map[string]json.RawMessage) {
-	tb.Helper()
-	resp := h.request(tb, "POST", "/api/claude/chat-stream", person, ctype, body)
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		tb.Logf("chat-stream: %d %s", resp.StatusCode, b)
-		return resp.StatusCode, nil
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
-		tb.Fatalf("content type %q", ct)
-	}
-	return resp.StatusCode, lines(tb, resp.Body)
-}
-
-// request sends a request as person with token; body is JSON unless ctype
-// says otherwise.
-func (h *harness) request(tb testing.TB, method, path, person, ctype, body string) *http.Response {
-	tb.Helper()
-	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Notes-Person", person)
-	req.Header.Set("Accept", "application/x-ndjson")
-	if ctype == "" {
-		ctype = "application/json"
-	}
-	req.Header.Set("Content-Type", ctype)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return resp
-}
-
-func jsonBody(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-// call sends a request and decodes a JSON object answer.
-func (h *harness) call(tb testing.TB, method, path, person string, body any) (int, map[string]any) {
-	tb.Helper()
-	s := ""
-	if body != nil {
-		s = jsonBody(body)
-	}
-	resp := h.request(tb, method, path, person, "", s)
-	defer resp.Body.Close()
-	var out map[string]any
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, &out); err != nil {
-		tb.Fatalf("%s %s: answer is not a JSON object: %q", method, path, b)
-	}
-	return resp.StatusCode, out
-}
-
-// lines reads NDJSON lines until EOF, each as a map of raw values.
-func lines(tb testing.TB, r io.Reader) []map[string]json.RawMessage {
-	tb.Helper()
-	var out []map[string]json.RawMessage
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		if strings.TrimSpace(sc.Text()) == "" {
-			tb.Fatalf("blank line in the stream")
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			tb.Fatalf("line is not a JSON object: %q", sc.Text())
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-func str(m map[string]json.RawMessage, key string) string {
-	var s string
-	_ = json.Unmarshal(m[key], &s)
-	return s
-}
-
-// attach opens the events stream and delivers its lines on a channel.
-func (h *harness) attach(tb testing.TB, id string, query string) (<-chan map[string]json.RawMessage, func()) {
-	tb.Helper()
-	resp := h.request(tb, "GET", "/api/claude/sessions/"+id+"/events?"+query, "sebastian", "", "")
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		tb.Fatalf("attach: %d %s", resp.StatusCode, b)
-	}
-	ch := make(chan map[string]json.RawMessage, 10000)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(ch)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var m map[string]json.RawMessage
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
-				ch <- m
-			}
-		}
-	}()
-	return ch, func() { resp.Body.Close(); wg.Wait() }
-}
-
-// until reads events up to and including the first one of type typ.
-func until(tb testing.TB, ch <-chan map[string]json.RawMessage, typ string) []map[string]json.RawMessage {
-	tb.Helper()
-	var out []map[string]json.RawMessage
-	timeout := time.NewTimer(60 * time.Second)
-	defer timeout.Stop()
-	for {
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				tb.Fatalf("stream ended before a %s event; got %d events", typ, len(out))
-			}
-			if str(ev, "type") == "ping" {
-				continue
-			}
-			out = append(out, ev)
-			if str(ev, "type") == typ {
-				return out
-			}
-		case <-timeout.C:
-			tb.Fatalf("no %s event within 60s", typ)
-		}
-	}
-}
-
-func (h *harness) newSession(tb testing.TB) string {
-	tb.Helper()
-	code, out := h.call(tb, "POST", "/api/claude/sessions", "sebastian", nil)
-	if code != http.StatusCreated {
-		tb.Fatalf("create session: %d %v", code, out)
-	}
-	return out["id"].(string)
 }
 
 func TestAuthAndBadInput(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{reply: scriptedReply})
-	id := h.newSession(t)
+	id := h.NewSession(t)
 	big := strings.Repeat("x", httpapi.DefaultMaxBody+1)
 	cases := []struct {
 		name, method, path, auth, person, ctype, body string
@@ -434,39 +169,39 @@ func TestAuthAndBadInput(t *testing.T) {
 func TestQueueBoundAndCancel(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{reply: scriptedReply})
-	id := h.newSession(t)
-	ev, closeEv := h.attach(t, id, "types=queued,queue_cancelled,turn_start,done")
+	id := h.NewSession(t)
+	ev, closeEv := h.Attach(t, id, "types=queued,queue_cancelled,turn_start,done")
 	defer closeEv()
 	base := "/api/claude/sessions/" + id
-	if code, out := h.call(t, "POST", base+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
+	if code, out := h.Call(t, "POST", base+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
 		t.Fatalf("first message: %d %v", code, out)
 	}
-	until(t, ev, "turn_start")
+	httpapitest.Until(t, ev, "turn_start")
 
 	// A seed client's message waits in the queue: headers at once, a
 	// status saying it waits, then pings.
-	waiting := h.openStream(t, formType, form("[[say never]]", id))
+	waiting := h.OpenStream(t, httpapitest.FormType, httpapitest.Form("[[say never]]", id))
 	var ids []string
 	for i := range queueBound - 1 {
-		code, out := h.call(t, "POST", base+"/messages", "sebastian", map[string]any{"message": "[[say q" + string(rune('a'+i)) + "]]"})
+		code, out := h.Call(t, "POST", base+"/messages", "sebastian", map[string]any{"message": "[[say q" + string(rune('a'+i)) + "]]"})
 		if code != http.StatusAccepted || out["queue_id"] == nil {
 			t.Fatalf("queued message %d: %d %v", i, code, out)
 		}
 		ids = append(ids, out["queue_id"].(string))
 	}
 	// The ninth waiting message is refused, for both kinds of client.
-	resp := h.request(t, "POST", "/api/claude/chat-stream", "sebastian", formType, form("[[say too many]]", id))
+	resp := h.Request(t, "POST", "/api/claude/chat-stream", "sebastian", httpapitest.FormType, httpapitest.Form("[[say too many]]", id))
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var e map[string]any
 	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(b, &e) != nil || !strings.Contains(e["error"].(string), "waiting") {
 		t.Fatalf("chat-stream beyond the queue bound: %d %s", resp.StatusCode, b)
 	}
-	if code, out := h.call(t, "POST", base+"/messages", "sebastian", map[string]any{"message": "more"}); code != http.StatusTooManyRequests {
+	if code, out := h.Call(t, "POST", base+"/messages", "sebastian", map[string]any{"message": "more"}); code != http.StatusTooManyRequests {
 		t.Fatalf("message beyond the queue bound: %d %v", code, out)
 	}
 
-	code, list := h.call(t, "GET", base+"/queue", "sebastian", nil)
+	code, list := h.Call(t, "GET", base+"/queue", "sebastian", nil)
 	entries, _ := list["queue"].([]any)
 	if code != 200 || len(entries) != queueBound {
 		t.Fatalf("queue: %d %v", code, list)
@@ -476,41 +211,41 @@ func TestQueueBoundAndCancel(t *testing.T) {
 		t.Fatalf("queue order: %v", entries)
 	}
 	// Another person sees no such session.
-	if code, _ := h.call(t, "GET", base+"/queue", "petra", nil); code != http.StatusNotFound {
+	if code, _ := h.Call(t, "GET", base+"/queue", "petra", nil); code != http.StatusNotFound {
 		t.Fatalf("petra reading the queue: %d", code)
 	}
 	// Cancel the seed client's message and one more: the waiting stream
 	// ends with its one error, the events stream shows both.
 	for _, qid := range []string{firstEntry["id"].(string), ids[2]} {
-		if code, out := h.call(t, "DELETE", base+"/queue/"+qid, "sebastian", nil); code != 200 || out["cancelled"] != true {
+		if code, out := h.Call(t, "DELETE", base+"/queue/"+qid, "sebastian", nil); code != 200 || out["cancelled"] != true {
 			t.Fatalf("cancel %s: %d %v", qid, code, out)
 		}
 	}
-	if code, _ := h.call(t, "DELETE", base+"/queue/"+ids[2], "sebastian", nil); code != http.StatusNotFound {
+	if code, _ := h.Call(t, "DELETE", base+"/queue/"+ids[2], "sebastian", nil); code != http.StatusNotFound {
 		t.Fatalf("cancelling twice: %d", code)
 	}
-	evs := waiting.rest(t)
-	checkCompat(t, evs)
-	if len(evs) != 2 || str(evs[0], "type") != "status" || !strings.Contains(str(evs[1], "message"), "cancelled") {
+	evs := waiting.Rest(t)
+	httpapitest.CheckCompat(t, evs)
+	if len(evs) != 2 || httpapitest.Str(evs[0], "type") != "status" || !strings.Contains(httpapitest.Str(evs[1], "message"), "cancelled") {
 		t.Fatalf("cancelled message's stream: %v", evs)
 	}
-	if _, list := h.call(t, "GET", base+"/queue", "sebastian", nil); len(list["queue"].([]any)) != queueBound-2 {
+	if _, list := h.Call(t, "GET", base+"/queue", "sebastian", nil); len(list["queue"].([]any)) != queueBound-2 {
 		t.Fatalf("queue after cancelling two: %v", list)
 	}
 
 	// The running turn ends; the rest run in order.
-	if code, out := h.call(t, "POST", base+"/interrupt", "sebastian", nil); code != 200 {
+	if code, out := h.Call(t, "POST", base+"/interrupt", "sebastian", nil); code != 200 {
 		t.Fatalf("interrupt: %d %v", code, out)
 	}
 	var seen []string
 	for len(seen) < queueBound-2 {
-		for _, e := range until(t, ev, "turn_start") {
-			if str(e, "type") == "turn_start" {
-				seen = append(seen, str(e, "message"))
+		for _, e := range httpapitest.Until(t, ev, "turn_start") {
+			if httpapitest.Str(e, "type") == "turn_start" {
+				seen = append(seen, httpapitest.Str(e, "message"))
 			}
 		}
 	}
-	until(t, ev, "done")
+	httpapitest.Until(t, ev, "done")
 	var want []string
 	for i := range queueBound - 1 {
 		if i != 2 {
@@ -610,32 +345,32 @@ func TestCompatEncodingsWithFakeCLI(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{reply: scriptedReply})
 
-	status, evs := h.chatStream(t, "sebastian", formType, url.Values{"message": {"[[say from the phone]]"}}.Encode())
+	status, evs := h.ChatStream(t, "sebastian", httpapitest.FormType, url.Values{"message": {"[[say from the phone]]"}}.Encode())
 	if status != http.StatusOK {
 		t.Fatalf("status %d", status)
 	}
-	checkCompat(t, evs)
-	if got := streamText(evs); got != "from the phone" {
+	httpapitest.CheckCompat(t, evs)
+	if got := httpapitest.StreamText(evs); got != "from the phone" {
 		t.Fatalf("text %q", got)
 	}
-	sid := str(evs[len(evs)-1], "session_id")
+	sid := httpapitest.Str(evs[len(evs)-1], "session_id")
 	if sid == "" {
 		t.Fatalf("done without session id: %v", evs)
 	}
 
-	status, evs = h.chatStream(t, "sebastian", "application/json", jsonBody(map[string]any{"message": "[[say from the web]]", "session_id": sid}))
+	status, evs = h.ChatStream(t, "sebastian", "application/json", httpapitest.JSONBody(map[string]any{"message": "[[say from the web]]", "session_id": sid}))
 	if status != http.StatusOK {
 		t.Fatalf("status %d", status)
 	}
-	checkCompat(t, evs)
-	if got := str(evs[len(evs)-1], "session_id"); got != sid {
+	httpapitest.CheckCompat(t, evs)
+	if got := httpapitest.Str(evs[len(evs)-1], "session_id"); got != sid {
 		t.Fatalf("session changed: %s -> %s", sid, got)
 	}
-	if got := streamText(evs); got != "from the web" {
+	if got := httpapitest.StreamText(evs); got != "from the web" {
 		t.Fatalf("text %q", got)
 	}
 
-	code, out := h.call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[say plain answer]]", "session_id": sid})
+	code, out := h.Call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[say plain answer]]", "session_id": sid})
 	if code != 200 || out["response"] != "plain answer" || out["session_id"] != sid || len(out["history"].([]any)) != 6 {
 		t.Fatalf("chat: %d %v", code, out)
 	}
@@ -650,26 +385,26 @@ func TestCompatEncodingsWithFakeCLI(t *testing.T) {
 func TestChatStreamHeadersWhileWaiting(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{reply: scriptedReply})
-	id := h.newSession(t)
-	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
+	id := h.NewSession(t)
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
 		t.Fatalf("first message: %d %v", code, out)
 	}
-	s := h.openStream(t, formType, form("[[say after the wait]]", id))
+	s := h.OpenStream(t, httpapitest.FormType, httpapitest.Form("[[say after the wait]]", id))
 	for name, want := range map[string]string{"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
-		if got := s.resp.Header.Get(name); got != want {
+		if got := s.Header().Get(name); got != want {
 			t.Fatalf("%s = %q, want %q", name, got, want)
 		}
 	}
-	first, ok := s.next(t)
-	if !ok || str(first, "type") != "status" || !strings.HasPrefix(str(first, "message"), "Waiting for the reply to your previous message") {
+	first, ok := s.Next(t)
+	if !ok || httpapitest.Str(first, "type") != "status" || !strings.HasPrefix(httpapitest.Str(first, "message"), "Waiting for the reply to your previous message") {
 		t.Fatalf("first line while waiting: %v", first)
 	}
-	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != 200 {
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != 200 {
 		t.Fatalf("interrupt: %d %v", code, out)
 	}
-	evs := s.rest(t)
-	checkCompat(t, evs)
-	if got := streamText(evs); got != "after the wait" {
+	evs := s.Rest(t)
+	httpapitest.CheckCompat(t, evs)
+	if got := httpapitest.StreamText(evs); got != "after the wait" {
 		t.Fatalf("the waiting message: %v", evs)
 	}
 }

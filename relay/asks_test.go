@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"encoding/json"
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,32 +12,32 @@ import (
 // question waits for a question event and returns its request id.
 func waitAsk(tb testing.TB, ch <-chan map[string]json.RawMessage, typ string) (string, map[string]json.RawMessage) {
 	tb.Helper()
-	evs := until(tb, ch, typ)
+	evs := httpapitest.Until(tb, ch, typ)
 	ev := evs[len(evs)-1]
-	return str(ev, "request_id"), ev
+	return httpapitest.Str(ev, "request_id"), ev
 }
 
 func turnText(tb testing.TB, ch <-chan map[string]json.RawMessage) (string, string) {
 	tb.Helper()
 	var sb strings.Builder
-	evs := until(tb, ch, "done")
+	evs := httpapitest.Until(tb, ch, "done")
 	for _, ev := range evs {
-		if str(ev, "type") == "text" {
-			sb.WriteString(str(ev, "delta"))
+		if httpapitest.Str(ev, "type") == "text" {
+			sb.WriteString(httpapitest.Str(ev, "delta"))
 		}
 	}
-	return sb.String(), str(evs[len(evs)-1], "type")
+	return sb.String(), httpapitest.Str(evs[len(evs)-1], "type")
 }
 
 func TestQuestionAnsweredByOneOfTwoClients(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "types=question,question_answered,text,done")
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "types=question,question_answered,text,done")
 	defer closeA()
-	b, closeB := h.attach(t, id, "types=question,question_answered,done")
+	b, closeB := h.Attach(t, id, "types=question,question_answered,done")
 	defer closeB()
-	if code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"}); code != 202 {
+	if code, _ := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"}); code != 202 {
 		t.Fatal("post", code)
 	}
 	reqID, q := waitAsk(t, a, "question")
@@ -54,19 +55,19 @@ func TestQuestionAnsweredByOneOfTwoClients(t *testing.T) {
 		qs[0].Header != "Color" || len(qs[0].Options) != 2 || qs[0].Options[1].Label != "Blue" || qs[0].Options[1].Description != "cool" {
 		t.Fatalf("questions %s", q["questions"])
 	}
-	if _, out := h.call(t, "GET", "/api/claude/sessions", "sebastian", nil); !strings.Contains(jsonBody(out), `"state":"waiting"`) {
+	if _, out := h.Call(t, "GET", "/api/claude/sessions", "sebastian", nil); !strings.Contains(httpapitest.JSONBody(out), `"state":"waiting"`) {
 		t.Fatalf("sessions list while waiting: %v", out)
 	}
-	code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Blue"}})
+	code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Blue"}})
 	if code != 200 {
 		t.Fatalf("answer: %d %v", code, out)
 	}
-	code, _ = h.call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Red"}})
+	code, _ = h.Call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Red"}})
 	if code != http.StatusConflict {
 		t.Fatalf("second answer: %d, want 409", code)
 	}
 	_, answered := waitAsk(t, b, "question_answered")
-	if str(answered, "outcome") != "answered" || !strings.Contains(string(answered["answers"]), "Blue") {
+	if httpapitest.Str(answered, "outcome") != "answered" || !strings.Contains(string(answered["answers"]), "Blue") {
 		t.Fatalf("client B saw %v", answered)
 	}
 	text, last := turnText(t, a)
@@ -78,16 +79,16 @@ func TestQuestionAnsweredByOneOfTwoClients(t *testing.T) {
 func TestQuestionMultiSelectAndFreeText(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "types=question,text,done")
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "types=question,text,done")
 	defer closeA()
 	for _, tc := range []struct{ msg, question, answer string }{
 		{"[[ask-multi]]", "Which toppings?", "Cheese, Basil"},
 		{"[[ask]]", "Which color?", "A deep forest green"},
 	} {
-		h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": tc.msg})
+		h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": tc.msg})
 		reqID, _ := waitAsk(t, a, "question")
-		if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{tc.question: tc.answer}}); code != 200 {
+		if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{tc.question: tc.answer}}); code != 200 {
 			t.Fatalf("answer: %d %v", code, out)
 		}
 		text, _ := turnText(t, a)
@@ -101,9 +102,9 @@ func TestQuestionWithoutInteractiveClientIsDenied(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	// A compat client cannot answer: the tool is denied and the turn ends.
-	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[ask]]"}))
-	checkCompat(t, evs)
-	if text := streamText(evs); !strings.Contains(text, "Ask the person in plain text") {
+	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[ask]]"}))
+	httpapitest.CheckCompat(t, evs)
+	if text := httpapitest.StreamText(evs); !strings.Contains(text, "Ask the person in plain text") {
 		t.Fatalf("model got %q", text)
 	}
 }
@@ -111,32 +112,32 @@ func TestQuestionWithoutInteractiveClientIsDenied(t *testing.T) {
 func TestQuestionTimeoutAndInterrupt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{askTimeout: 500 * time.Millisecond})
-	id := h.newSession(t)
+	id := h.NewSession(t)
 	// interactive:true on the compat stream makes it a client that can answer.
-	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[ask]]", "session_id": id, "interactive": true}))
-	checkCompat(t, evs)
-	if text := streamText(evs); !strings.Contains(text, "did not answer in time") {
+	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[ask]]", "session_id": id, "interactive": true}))
+	httpapitest.CheckCompat(t, evs)
+	if text := httpapitest.StreamText(evs); !strings.Contains(text, "did not answer in time") {
 		t.Fatalf("after timeout the model got %q", text)
 	}
 
 	h2 := newHarness(t, harnessOpts{})
-	id = h2.newSession(t)
-	a, closeA := h2.attach(t, id, "types=question,question_answered,status,done,error")
+	id = h2.NewSession(t)
+	a, closeA := h2.Attach(t, id, "types=question,question_answered,status,done,error")
 	defer closeA()
-	h2.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
+	h2.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
 	reqID, _ := waitAsk(t, a, "question")
 	start := time.Now()
-	if code, out := h2.call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != 200 {
+	if code, out := h2.Call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != 200 {
 		t.Fatalf("interrupt: %d %v", code, out)
 	}
-	evs = until(t, a, "done")
+	evs = httpapitest.Until(t, a, "done")
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("interrupt during a question took %s", took)
 	}
-	if str(evs[0], "type") != "question_answered" || str(evs[0], "outcome") != "cancelled" || str(evs[0], "request_id") != reqID {
+	if httpapitest.Str(evs[0], "type") != "question_answered" || httpapitest.Str(evs[0], "outcome") != "cancelled" || httpapitest.Str(evs[0], "request_id") != reqID {
 		t.Fatalf("events after interrupt: %v", evs)
 	}
-	if code, _ := h2.call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Red"}}); code != http.StatusConflict && code != http.StatusNotFound {
+	if code, _ := h2.Call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Red"}}); code != http.StatusConflict && code != http.StatusNotFound {
 		t.Fatalf("answer after interrupt: %d", code)
 	}
 	h2.assertUsable(t, id)
@@ -145,20 +146,20 @@ func TestQuestionTimeoutAndInterrupt(t *testing.T) {
 func TestReattachWhileQuestionPending(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "")
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "")
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
 	reqID, q := waitAsk(t, a, "question")
 	seq := seqOf(t, q)
 	closeA()
 	// The phone comes back with the question's own seq as its last seen.
-	b, closeB := h.attach(t, id, "after="+jsonBody(seq))
+	b, closeB := h.Attach(t, id, "after="+httpapitest.JSONBody(seq))
 	defer closeB()
 	again, ev := waitAsk(t, b, "question")
 	if again != reqID || seqOf(t, ev) != seq {
 		t.Fatalf("re-attached client saw %v", ev)
 	}
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Red"}})
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Red"}})
 	text, _ := turnText(t, b)
 	if !strings.Contains(text, `="Red"`) {
 		t.Fatalf("model got %q", text)
@@ -168,20 +169,20 @@ func TestReattachWhileQuestionPending(t *testing.T) {
 func TestPermissionAllowDenyRemember(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{askTools: []string{"Write"}})
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "types=permission,permission_answered,text,done")
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "types=permission,permission_answered,text,done")
 	defer closeA()
 	write := func(name string) string {
 		return `[[tool Write {"file_path":"` + h.env.Vault("sebastian") + "/" + name + `","content":"x"}]]`
 	}
 
 	// Deny with a message.
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write("a.md")})
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write("a.md")})
 	reqID, p := waitAsk(t, a, "permission")
-	if str(p, "tool") != "Write" || !strings.Contains(string(p["input"]), "a.md") || str(p, "reason") == "" {
+	if httpapitest.Str(p, "tool") != "Write" || !strings.Contains(string(p["input"]), "a.md") || httpapitest.Str(p, "reason") == "" {
 		t.Fatalf("permission event %v", p)
 	}
-	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/permission", "sebastian", map[string]any{"request_id": reqID, "behavior": "deny", "message": "not that file"}); code != 200 {
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/permission", "sebastian", map[string]any{"request_id": reqID, "behavior": "deny", "message": "not that file"}); code != 200 {
 		t.Fatalf("deny: %d %v", code, out)
 	}
 	if text, _ := turnText(t, a); !strings.Contains(text, "not that file") {
@@ -192,19 +193,19 @@ func TestPermissionAllowDenyRemember(t *testing.T) {
 	}
 
 	// Allow once, remembering: the next Write runs without a prompt.
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write("b.md")})
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write("b.md")})
 	reqID, _ = waitAsk(t, a, "permission")
-	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/permission", "sebastian", map[string]any{"request_id": reqID, "behavior": "allow", "remember": true}); code != 200 {
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/permission", "sebastian", map[string]any{"request_id": reqID, "behavior": "allow", "remember": true}); code != 200 {
 		t.Fatalf("allow: %d %v", code, out)
 	}
 	turnText(t, a)
 	if !fileExists(h.env.Vault("sebastian") + "/b.md") {
 		t.Fatal("allowed write did not happen")
 	}
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write("c.md")})
-	evs := until(t, a, "done")
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write("c.md")})
+	evs := httpapitest.Until(t, a, "done")
 	for _, ev := range evs {
-		if str(ev, "type") == "permission" {
+		if httpapitest.Str(ev, "type") == "permission" {
 			t.Fatal("asked again after remember")
 		}
 	}
@@ -217,12 +218,12 @@ func TestPermissionWithoutClientAndTimeout(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{askTools: []string{"Write"}, askTimeout: 400 * time.Millisecond})
 	msg := `[[tool Write {"file_path":"` + h.env.Vault("sebastian") + `/x.md","content":"x"}]]`
-	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": msg}))
-	if text := streamText(evs); !strings.Contains(text, "no client that can approve") {
+	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": msg}))
+	if text := httpapitest.StreamText(evs); !strings.Contains(text, "no client that can approve") {
 		t.Fatalf("without a client the model got %q", text)
 	}
-	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": msg, "interactive": true}))
-	if text := streamText(evs); !strings.Contains(text, "did not approve") {
+	_, evs = h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": msg, "interactive": true}))
+	if text := httpapitest.StreamText(evs); !strings.Contains(text, "did not approve") {
 		t.Fatalf("after timeout the model got %q", text)
 	}
 	if fileExists(h.env.Vault("sebastian") + "/x.md") {

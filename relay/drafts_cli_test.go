@@ -48,10 +48,10 @@ func TestDraftConfirmedWhileTurnEndRuns(t *testing.T) {
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
 	defer free()
-	id := h.newSession(t)
+	id := h.NewSession(t)
 	note := filepath.Join(env.Vault("sebastian"), "post.md")
 	write := `[[tool Write {"file_path":"` + note + `","content":"hello"}]]`
-	if code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write}); code != http.StatusAccepted {
+	if code, _ := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write}); code != http.StatusAccepted {
 		t.Fatalf("first message: %d", code)
 	}
 	// The draft's turn is over for the CLI while its end hook still runs;
@@ -66,7 +66,7 @@ func TestDraftConfirmedWhileTurnEndRuns(t *testing.T) {
 	// held end lets through only once the hook returns.
 	answered := make(chan int, 1)
 	go func() {
-		code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "yes"})
+		code, _ := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "yes"})
 		answered <- code
 	}()
 	defer func() {

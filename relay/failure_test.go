@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"encoding/json"
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"strings"
 	"testing"
 )
@@ -65,15 +66,15 @@ func TestModelFailuresNamedPlainly(t *testing.T) {
 			if tc.rejectK {
 				h.env.Model.RequireKey("another-key")
 			}
-			id := h.newSession(t)
-			a, closeA := h.attach(t, id, "types=status,text,error,done")
+			id := h.NewSession(t)
+			a, closeA := h.Attach(t, id, "types=status,text,error,done")
 			defer closeA()
-			_, evs := h.chatStream(t, "sebastian", "application/x-www-form-urlencoded",
+			_, evs := h.ChatStream(t, "sebastian", "application/x-www-form-urlencoded",
 				"message="+strings.ReplaceAll(tc.message, " ", "+")+"&session_id="+id)
-			checkCompat(t, evs)
+			httpapitest.CheckCompat(t, evs)
 			retries := 0
 			for _, ev := range evs {
-				if str(ev, "type") == "status" && tc.retries != "" && strings.HasPrefix(str(ev, "message"), tc.retries) {
+				if httpapitest.Str(ev, "type") == "status" && tc.retries != "" && strings.HasPrefix(httpapitest.Str(ev, "message"), tc.retries) {
 					retries++
 				}
 				line, _ := json.Marshal(ev)
@@ -86,14 +87,14 @@ func TestModelFailuresNamedPlainly(t *testing.T) {
 				t.Fatalf("%d retry statuses, want 2: %v", retries, evs)
 			}
 			last := evs[len(evs)-1]
-			if str(last, "type") != "error" || !strings.Contains(str(last, "message"), tc.want) {
+			if httpapitest.Str(last, "type") != "error" || !strings.Contains(httpapitest.Str(last, "message"), tc.want) {
 				t.Fatalf("turn ended with %v, want an error saying %q", last, tc.want)
 			}
 
-			rich := until(t, a, "error")
+			rich := httpapitest.Until(t, a, "error")
 			e := rich[len(rich)-1]
-			if str(e, "kind") != tc.kind || num(e, "status") != tc.status || str(e, "outcome") != "error" ||
-				str(e, "message") != str(last, "message") {
+			if httpapitest.Str(e, "kind") != tc.kind || num(e, "status") != tc.status || httpapitest.Str(e, "outcome") != "error" ||
+				httpapitest.Str(e, "message") != httpapitest.Str(last, "message") {
 				t.Fatalf("events stream error %v, want kind %s status %d", e, tc.kind, tc.status)
 			}
 			if tc.kind == "rate_limited" && num(e, "retry_after") < 2 {
@@ -101,7 +102,7 @@ func TestModelFailuresNamedPlainly(t *testing.T) {
 			}
 			seen := 0
 			for _, ev := range rich {
-				if str(ev, "type") == "status" && str(ev, "kind") == tc.kind && num(ev, "attempt") > 0 {
+				if httpapitest.Str(ev, "type") == "status" && httpapitest.Str(ev, "kind") == tc.kind && num(ev, "attempt") > 0 {
 					seen++
 				}
 			}

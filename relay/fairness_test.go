@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,8 +22,8 @@ func TestOnePersonCannotStarveAnother(t *testing.T) {
 	h := newHarness(t, harnessOpts{pool: pool})
 	held := 0
 	for range 4 {
-		id := h.newSession(t)
-		code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[hang]]"})
+		id := h.NewSession(t)
+		code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[hang]]"})
 		if code == http.StatusAccepted {
 			held++
 			continue
@@ -36,8 +37,8 @@ func TestOnePersonCannotStarveAnother(t *testing.T) {
 		t.Fatal("no hanging turn started")
 	}
 
-	code, evs := h.chatStream(t, "petra", "", jsonBody(map[string]any{"message": "[[say petra is served]]"}))
-	if code != http.StatusOK || streamText(evs) != "petra is served" || str(evs[len(evs)-1], "type") != "done" {
+	code, evs := h.ChatStream(t, "petra", "", httpapitest.JSONBody(map[string]any{"message": "[[say petra is served]]"}))
+	if code != http.StatusOK || httpapitest.StreamText(evs) != "petra is served" || httpapitest.Str(evs[len(evs)-1], "type") != "done" {
 		t.Fatalf("the other person, while %d hanging turns run: %d %v", held, code, evs)
 	}
 }
@@ -54,12 +55,12 @@ func TestWaitingTurnGetsSlotWhenOtherTurnEnds(t *testing.T) {
 			pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, MaxPerPerson: 1, SlotWait: time.Minute, Logger: zerolog.Nop()})
 			defer pool.Close()
 			h := newHarness(t, harnessOpts{pool: pool})
-			first := h.newSession(t)
-			if code, out := h.call(t, "POST", "/api/claude/sessions/"+first+"/messages", "sebastian", map[string]any{"message": "[[slow 20 100]]"}); code != http.StatusAccepted {
+			first := h.NewSession(t)
+			if code, out := h.Call(t, "POST", "/api/claude/sessions/"+first+"/messages", "sebastian", map[string]any{"message": "[[slow 20 100]]"}); code != http.StatusAccepted {
 				t.Fatalf("first turn: %d %v", code, out)
 			}
-			code, evs := h.chatStream(t, second, "", jsonBody(map[string]any{"message": "[[say got the slot]]"}))
-			if code != http.StatusOK || streamText(evs) != "got the slot" || str(evs[len(evs)-1], "type") != "done" {
+			code, evs := h.ChatStream(t, second, "", httpapitest.JSONBody(map[string]any{"message": "[[say got the slot]]"}))
+			if code != http.StatusOK || httpapitest.StreamText(evs) != "got the slot" || httpapitest.Str(evs[len(evs)-1], "type") != "done" {
 				t.Fatalf("waiting turn: %d %v", code, evs)
 			}
 		})
@@ -75,14 +76,14 @@ func TestSessionsPerPersonCap(t *testing.T) {
 	h := newHarness(t, harnessOpts{maxSessions: 3, stateDir: t.TempDir()})
 	var ids []string
 	for range 3 {
-		ids = append(ids, h.newSession(t))
+		ids = append(ids, h.NewSession(t))
 	}
-	code, out := h.call(t, "POST", "/api/claude/sessions", "sebastian", nil)
+	code, out := h.Call(t, "POST", "/api/claude/sessions", "sebastian", nil)
 	if msg, _ := out["error"].(string); code != http.StatusTooManyRequests || !strings.Contains(msg, "clear old ones") {
 		t.Fatalf("a session beyond the cap: %d %v", code, out)
 	}
 	for _, path := range []string{"/api/claude/chat-stream", "/api/claude/chat"} {
-		code, out := h.call(t, "POST", path, "sebastian", map[string]any{"message": "hi", "session_id": "not-a-session"})
+		code, out := h.Call(t, "POST", path, "sebastian", map[string]any{"message": "hi", "session_id": "not-a-session"})
 		if code != http.StatusTooManyRequests {
 			t.Fatalf("%s creating a session beyond the cap: %d %v", path, code, out)
 		}
@@ -90,13 +91,13 @@ func TestSessionsPerPersonCap(t *testing.T) {
 	if n := len(h.sessions.List("sebastian")); n != 3 {
 		t.Fatalf("%d sessions after refusals, want 3", n)
 	}
-	if code, out := h.call(t, "POST", "/api/claude/sessions", "petra", nil); code != http.StatusCreated {
+	if code, out := h.Call(t, "POST", "/api/claude/sessions", "petra", nil); code != http.StatusCreated {
 		t.Fatalf("another person: %d %v", code, out)
 	}
-	if code, out := h.call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": ids[0]}); code != http.StatusOK {
+	if code, out := h.Call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": ids[0]}); code != http.StatusOK {
 		t.Fatalf("clear: %d %v", code, out)
 	}
-	if code, out := h.call(t, "POST", "/api/claude/sessions", "sebastian", nil); code != http.StatusCreated {
+	if code, out := h.Call(t, "POST", "/api/claude/sessions", "sebastian", nil); code != http.StatusCreated {
 		t.Fatalf("after clearing one: %d %v", code, out)
 	}
 }

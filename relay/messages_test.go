@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"encoding/json"
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -35,7 +36,7 @@ type richMessage struct {
 
 func (h *harness) richHistory(tb testing.TB, id string) []richMessage {
 	tb.Helper()
-	resp := h.request(tb, "GET", "/api/claude/sessions/"+id+"/messages", "sebastian", "", "")
+	resp := h.Request(tb, "GET", "/api/claude/sessions/"+id+"/messages", "sebastian", "", "")
 	defer resp.Body.Close()
 	var out struct {
 		SessionID string        `json:"session_id"`
@@ -57,28 +58,28 @@ func TestHistoryTellsTheTruth(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.env.Vault("sebastian"), "notes.md"), []byte("buy oat milk"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "types=text,error,done")
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "types=text,error,done")
 	defer closeA()
 	post := func(msg string) {
-		if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": msg}); code != http.StatusAccepted {
+		if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": msg}); code != http.StatusAccepted {
 			t.Fatalf("post %q: %d %v", msg, code, out)
 		}
 	}
 	post(`[[tool Read {"file_path":"notes.md"}]]`)
-	until(t, a, "done")
+	httpapitest.Until(t, a, "done")
 	post("[[slow 200 50]]")
-	until(t, a, "text")
-	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != http.StatusOK {
+	httpapitest.Until(t, a, "text")
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != http.StatusOK {
 		t.Fatalf("interrupt: %d %v", code, out)
 	}
-	until(t, a, "done")
+	httpapitest.Until(t, a, "done")
 	post("[[status 400]]")
-	until(t, a, "error")
+	httpapitest.Until(t, a, "error")
 
 	// The compat history: exactly {role, content}, marked where the turn
 	// did not complete.
-	resp := h.request(t, "GET", "/api/claude/history?session_id="+id, "sebastian", "", "")
+	resp := h.Request(t, "GET", "/api/claude/history?session_id="+id, "sebastian", "", "")
 	var hist struct {
 		Messages []map[string]json.RawMessage `json:"messages"`
 	}
@@ -88,11 +89,11 @@ func TestHistoryTellsTheTruth(t *testing.T) {
 		t.Fatalf("history has %d messages, want 6: %v", len(hist.Messages), hist.Messages)
 	}
 	for _, m := range hist.Messages {
-		if keys(m) != "content,role" {
-			t.Fatalf("history entry keys %s", keys(m))
+		if httpapitest.Keys(m) != "content,role" {
+			t.Fatalf("history entry keys %s", httpapitest.Keys(m))
 		}
 	}
-	first, interrupted, failed := str(hist.Messages[1], "content"), str(hist.Messages[3], "content"), str(hist.Messages[5], "content")
+	first, interrupted, failed := httpapitest.Str(hist.Messages[1], "content"), httpapitest.Str(hist.Messages[3], "content"), httpapitest.Str(hist.Messages[5], "content")
 	if !strings.HasPrefix(first, "RESULT<<") || !strings.HasSuffix(first, ">>") {
 		t.Fatalf("a complete answer is saved as it is: %q", first)
 	}

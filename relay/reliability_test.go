@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"net"
 	"net/http"
 	"os"
@@ -24,39 +25,39 @@ func TestRestartBetweenTurnsResumes(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	h := newHarness(t, harnessOpts{stateDir: state})
-	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "my cat is called Miso"}))
-	sid := str(evs[len(evs)-1], "session_id")
-	_, before := h.call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
-	a, closeA := h.attach(t, sid, "")
-	allBefore := until(t, a, "done")
+	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "my cat is called Miso"}))
+	sid := httpapitest.Str(evs[len(evs)-1], "session_id")
+	_, before := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
+	a, closeA := h.Attach(t, sid, "")
+	allBefore := httpapitest.Until(t, a, "done")
 	closeA()
 	h.shutdown()
 
 	// A new server on the same state and vault.
 	h2 := newHarness(t, harnessOpts{stateDir: state, env: h.env})
-	_, after := h2.call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
-	if jsonBody(after) != jsonBody(before) {
+	_, after := h2.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
+	if httpapitest.JSONBody(after) != httpapitest.JSONBody(before) {
 		t.Fatalf("history changed across restart:\n%v\n%v", before, after)
 	}
-	code, list := h2.call(t, "GET", "/api/claude/sessions", "sebastian", nil)
-	if code != 200 || !strings.Contains(jsonBody(list), sid) || !strings.Contains(jsonBody(list), "my cat is called Miso") {
+	code, list := h2.Call(t, "GET", "/api/claude/sessions", "sebastian", nil)
+	if code != 200 || !strings.Contains(httpapitest.JSONBody(list), sid) || !strings.Contains(httpapitest.JSONBody(list), "my cat is called Miso") {
 		t.Fatalf("sessions after restart: %v", list)
 	}
-	b, closeB := h2.attach(t, sid, "after=2")
-	replay := until(t, b, "done")
+	b, closeB := h2.Attach(t, sid, "after=2")
+	replay := httpapitest.Until(t, b, "done")
 	closeB()
-	if len(replay) != len(allBefore)-2 || jsonBody(replay[0]) != jsonBody(allBefore[2]) {
+	if len(replay) != len(allBefore)-2 || httpapitest.JSONBody(replay[0]) != httpapitest.JSONBody(allBefore[2]) {
 		t.Fatalf("replay after restart: %d events, want %d", len(replay), len(allBefore)-2)
 	}
 	// The next message resumes the CLI conversation.
-	_, evs = h2.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
-	if got := streamText(evs); got != "HISTORY: my cat is called Miso | [[recall]]" {
+	_, evs = h2.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+	if got := httpapitest.StreamText(evs); got != "HISTORY: my cat is called Miso | [[recall]]" {
 		t.Fatalf("after restart the model saw %q", got)
 	}
-	c, closeC := h2.attach(t, sid, "types=turn_start")
+	c, closeC := h2.Attach(t, sid, "types=turn_start")
 	defer closeC()
-	starts := until(t, c, "turn_start")
-	starts = append(starts, until(t, c, "turn_start")...)
+	starts := httpapitest.Until(t, c, "turn_start")
+	starts = append(starts, httpapitest.Until(t, c, "turn_start")...)
 	if seqOf(t, starts[1]) <= seqOf(t, allBefore[len(allBefore)-1]) {
 		t.Fatal("seq went backwards after restart")
 	}
@@ -66,10 +67,10 @@ func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	h := newHarness(t, harnessOpts{stateDir: state})
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "types=text")
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
-	until(t, a, "text")
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "types=text")
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
+	httpapitest.Until(t, a, "text")
 	closeA()
 	// A crash: the log is left mid-turn, and a torn line at its end.
 	logPath := filepath.Join(state, "sessions", id, "events.ndjson")
@@ -85,10 +86,10 @@ func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
 	h.shutdown()
 
 	h2 := newHarness(t, harnessOpts{stateDir: state + "-crash", env: h.env})
-	b, closeB := h2.attach(t, id, "types=turn_start,text,error,done")
+	b, closeB := h2.Attach(t, id, "types=turn_start,text,error,done")
 	defer closeB()
-	evs := until(t, b, "error")
-	if !strings.Contains(str(evs[len(evs)-1], "message"), "restarted during this turn") {
+	evs := httpapitest.Until(t, b, "error")
+	if !strings.Contains(httpapitest.Str(evs[len(evs)-1], "message"), "restarted during this turn") {
 		t.Fatalf("crashed turn closed with %v", evs[len(evs)-1])
 	}
 	h2.assertUsable(t, id)
@@ -97,26 +98,26 @@ func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
 func TestKilledCLIMidTurnThenUsable(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "types=text,error,done")
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "types=text,error,done")
 	defer closeA()
 	// A completed turn first: that is the history a resume must keep (a
 	// CLI killed in its very first turn may not have written any yet).
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "my cat is Miso"})
-	until(t, a, "done")
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
-	until(t, a, "text")
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "my cat is Miso"})
+	httpapitest.Until(t, a, "done")
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
+	httpapitest.Until(t, a, "text")
 	chat, _ := h.sessions.Get(id, "sebastian")
 	start := time.Now()
 	_ = syscall.Kill(chat.CLI().(*supervisor.CLI).Pid(), syscall.SIGKILL)
-	evs := until(t, a, "error")
-	if e := evs[len(evs)-1]; time.Since(start) > 2*time.Second || str(e, "kind") != "crashed" ||
-		str(e, "message") != "The assistant crashed; your next message continues the conversation." {
+	evs := httpapitest.Until(t, a, "error")
+	if e := evs[len(evs)-1]; time.Since(start) > 2*time.Second || httpapitest.Str(e, "kind") != "crashed" ||
+		httpapitest.Str(e, "message") != "The assistant crashed; your next message continues the conversation." {
 		t.Fatalf("after kill -9: %v (%s)", evs[len(evs)-1], time.Since(start))
 	}
-	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": id}))
-	if got := streamText(evs); !strings.HasPrefix(got, "HISTORY: my cat is Miso | ") || !strings.HasSuffix(got, "[[recall]]") {
-		t.Fatalf("after kill the model saw %q", streamText(evs))
+	_, evs = h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": id}))
+	if got := httpapitest.StreamText(evs); !strings.HasPrefix(got, "HISTORY: my cat is Miso | ") || !strings.HasSuffix(got, "[[recall]]") {
+		t.Fatalf("after kill the model saw %q", httpapitest.StreamText(evs))
 	}
 }
 
@@ -124,10 +125,10 @@ func TestStalledCLIIsKilled(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{stall: 1500 * time.Millisecond})
 	start := time.Now()
-	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[hang]]"}))
-	checkCompat(t, evs)
+	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[hang]]"}))
+	httpapitest.CheckCompat(t, evs)
 	last := evs[len(evs)-1]
-	if str(last, "type") != "error" || !strings.Contains(str(last, "message"), "stopped responding") {
+	if httpapitest.Str(last, "type") != "error" || !strings.Contains(httpapitest.Str(last, "message"), "stopped responding") {
 		t.Fatalf("stalled turn ended with %v", last)
 	}
 	if took := time.Since(start); took > 15*time.Second {
@@ -144,16 +145,16 @@ func TestEvictionWithOneSlot(t *testing.T) {
 	h := newHarness(t, harnessOpts{pool: pool})
 	var ids []string
 	for i, word := range []string{"alpha", "beta", "gamma"} {
-		_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": word}))
-		checkCompat(t, evs)
-		ids = append(ids, str(evs[len(evs)-1], "session_id"))
+		_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": word}))
+		httpapitest.CheckCompat(t, evs)
+		ids = append(ids, httpapitest.Str(evs[len(evs)-1], "session_id"))
 		if n := pool.Live(); n != 1 {
 			t.Fatalf("after session %d: %d live processes, want 1", i, n)
 		}
 	}
 	// Back to the first session: its process was evicted; it resumes.
-	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": ids[0]}))
-	if got := streamText(evs); got != "HISTORY: alpha | [[recall]]" {
+	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": ids[0]}))
+	if got := httpapitest.StreamText(evs); got != "HISTORY: alpha | [[recall]]" {
 		t.Fatalf("evicted session resumed with %q", got)
 	}
 
@@ -162,10 +163,10 @@ func TestEvictionWithOneSlot(t *testing.T) {
 	pool2 := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 300 * time.Millisecond, Logger: zerolog.Nop()})
 	defer pool2.Close()
 	h2 := newHarness(t, harnessOpts{pool: pool2, env: h.env})
-	busy := h2.newSession(t)
-	h2.call(t, "POST", "/api/claude/sessions/"+busy+"/messages", "sebastian", map[string]any{"message": "[[slow 40 50]]"})
-	other := h2.newSession(t)
-	code, out := h2.call(t, "POST", "/api/claude/sessions/"+other+"/messages", "sebastian", map[string]any{"message": "hi"})
+	busy := h2.NewSession(t)
+	h2.Call(t, "POST", "/api/claude/sessions/"+busy+"/messages", "sebastian", map[string]any{"message": "[[slow 40 50]]"})
+	other := h2.NewSession(t)
+	code, out := h2.Call(t, "POST", "/api/claude/sessions/"+other+"/messages", "sebastian", map[string]any{"message": "hi"})
 	if code != http.StatusServiceUnavailable || !strings.Contains(out["error"].(string), "busy") {
 		t.Fatalf("turn with no free slot: %d %v", code, out)
 	}
@@ -189,8 +190,8 @@ func TestIdleProcessStopped(t *testing.T) {
 	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 4, IdleTimeout: 300 * time.Millisecond, Logger: zerolog.Nop()})
 	defer pool.Close()
 	h := newHarness(t, harnessOpts{pool: pool})
-	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "first"}))
-	sid := str(evs[len(evs)-1], "session_id")
+	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "first"}))
+	sid := httpapitest.Str(evs[len(evs)-1], "session_id")
 	deadline := time.Now().Add(10 * time.Second)
 	for pool.Live() != 0 {
 		if time.Now().After(deadline) {
@@ -198,8 +199,8 @@ func TestIdleProcessStopped(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	_, evs = h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
-	if got := streamText(evs); got != "HISTORY: first | [[recall]]" {
+	_, evs = h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+	if got := httpapitest.StreamText(evs); got != "HISTORY: first | [[recall]]" {
 		t.Fatalf("after idle stop: %q", got)
 	}
 }
@@ -302,21 +303,21 @@ func copyDir(tb testing.TB, from, to string) {
 func TestStalledClientBlocksNobody(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{subBuf: 8})
-	id := h.newSession(t)
+	id := h.NewSession(t)
 	// A client that attaches and then never reads, with a tiny receive
 	// buffer so the kernel cannot soak up the stream for it.
 	stalled := stalledClient(t, h.url+"/api/claude/sessions/"+id+"/events")
 	defer stalled.Body.Close()
-	reader, closeReader := h.attach(t, id, "types=text,done")
+	reader, closeReader := h.Attach(t, id, "types=text,done")
 	defer closeReader()
 
 	const size = 8 << 20 // more than the server's socket buffer holds
 	start := time.Now()
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[big 8388608]]"})
-	evs := until(t, reader, "done")
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[big 8388608]]"})
+	evs := httpapitest.Until(t, reader, "done")
 	var n int
 	for _, ev := range evs {
-		n += len(str(ev, "delta"))
+		n += len(httpapitest.Str(ev, "delta"))
 	}
 	if n != size {
 		t.Fatalf("the reading client got %d bytes, want %d", n, size)
@@ -373,9 +374,9 @@ func TestPendingQuestionClosedAfterCrash(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	h := newHarness(t, harnessOpts{stateDir: state})
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "types=question")
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "types=question")
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
 	reqID, _ := waitAsk(t, a, "question")
 	closeA()
 	waitLogged(t, filepath.Join(state, "sessions", id, "events.ndjson"), reqID)
@@ -383,13 +384,13 @@ func TestPendingQuestionClosedAfterCrash(t *testing.T) {
 	h.shutdown()
 
 	h2 := newHarness(t, harnessOpts{stateDir: state + "-crash", env: h.env})
-	b, closeB := h2.attach(t, id, "types=question,question_answered,error")
+	b, closeB := h2.Attach(t, id, "types=question,question_answered,error")
 	defer closeB()
-	evs := until(t, b, "error")
-	if len(evs) != 3 || str(evs[1], "type") != "question_answered" || str(evs[1], "request_id") != reqID || str(evs[1], "outcome") != "cancelled" {
+	evs := httpapitest.Until(t, b, "error")
+	if len(evs) != 3 || httpapitest.Str(evs[1], "type") != "question_answered" || httpapitest.Str(evs[1], "request_id") != reqID || httpapitest.Str(evs[1], "outcome") != "cancelled" {
 		t.Fatalf("after the crash: %v", evs)
 	}
-	if code, _ := h2.call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Red"}}); code != http.StatusNotFound {
+	if code, _ := h2.Call(t, "POST", "/api/claude/sessions/"+id+"/answer", "sebastian", map[string]any{"request_id": reqID, "answers": map[string]string{"Which color?": "Red"}}); code != http.StatusNotFound {
 		t.Fatalf("answering a question of a dead turn: %d", code)
 	}
 }
@@ -397,13 +398,13 @@ func TestPendingQuestionClosedAfterCrash(t *testing.T) {
 func TestShutdownRefusesNewTurns(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	id := h.newSession(t)
+	id := h.NewSession(t)
 	h.sessions.Shutdown(context.Background())
-	code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "hi"})
+	code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "hi"})
 	if code != http.StatusServiceUnavailable || !strings.Contains(out["error"].(string), "shutting down") {
 		t.Fatalf("message during shutdown: %d %v", code, out)
 	}
-	status, _ := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "hi"}))
+	status, _ := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "hi"}))
 	if status != http.StatusServiceUnavailable {
 		t.Fatalf("chat-stream during shutdown: %d", status)
 	}
@@ -419,16 +420,16 @@ func TestTurnEndHookRunsBeforeTheTurnsEnd(t *testing.T) {
 		}
 		return "synced for " + person
 	}})
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "types=turn_start,text,status,done,error")
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "types=turn_start,text,status,done,error")
 	defer closeA()
-	h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say one]]"})
-	until(t, a, "text")
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say one]]"})
+	httpapitest.Until(t, a, "text")
 	// The CLI's turn is over while the hook still runs: a second message
 	// starts, and its events wait behind the first turn's end.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say two]]"})
+		code, _ := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say two]]"})
 		if code == http.StatusAccepted {
 			break
 		}
@@ -439,8 +440,8 @@ func TestTurnEndHookRunsBeforeTheTurnsEnd(t *testing.T) {
 	}
 	close(release)
 	var got []string
-	for _, ev := range append(until(t, a, "done"), until(t, a, "done")...) {
-		got = append(got, str(ev, "type")+":"+str(ev, "delta")+str(ev, "message"))
+	for _, ev := range append(httpapitest.Until(t, a, "done"), httpapitest.Until(t, a, "done")...) {
+		got = append(got, httpapitest.Str(ev, "type")+":"+httpapitest.Str(ev, "delta")+httpapitest.Str(ev, "message"))
 	}
 	want := "status:synced for sebastian,done:,turn_start:[[say two]],text:two,status:synced for sebastian,done:"
 	if strings.Join(got, ",") != want {

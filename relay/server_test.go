@@ -4,12 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +25,7 @@ import (
 const token = "t0ken-sebastian-and-petra"
 
 type harness struct {
+	httpapitest.Client
 	env      *clitest.Env
 	url      string
 	sessions *relay.Registry
@@ -127,7 +127,7 @@ func serve(tb testing.TB, o harnessOpts, launch relay.Launcher, log zerolog.Logg
 		Auth: auth, Registry: sessions, Logger: log, PingInterval: o.ping, Done: done, SubscriberBuffer: o.subBuf,
 		CORSOrigins: o.cors,
 	}))
-	h := &harness{url: srv.URL, sessions: sessions}
+	h := &harness{Client: httpapitest.Client{URL: srv.URL, Token: token}, url: srv.URL, sessions: sessions}
 	h.stop = func() {
 		close(done)
 		srv.Close()
@@ -140,152 +140,15 @@ func serve(tb testing.TB, o harnessOpts, launch relay.Launcher, log zerolog.Logg
 // shutdown stops the server as a restart would (idempotent).
 func (h *harness) shutdown() { h.once.Do(h.stop) }
 
-// request sends a request as person with token; body is JSON unless ctype
-// says otherwise.
-func (h *harness) request(tb testing.TB, method, path, person, ctype, body string) *http.Response {
-	tb.Helper()
-	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Notes-Person", person)
-	req.Header.Set("Accept", "application/x-ndjson")
-	if ctype == "" {
-		ctype = "application/json"
-	}
-	req.Header.Set("Content-Type", ctype)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return resp
-}
-
-func jsonBody(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-// call sends a request and decodes a JSON object answer.
-func (h *harness) call(tb testing.TB, method, path, person string, body any) (int, map[string]any) {
-	tb.Helper()
-	s := ""
-	if body != nil {
-		s = jsonBody(body)
-	}
-	resp := h.request(tb, method, path, person, "", s)
-	defer resp.Body.Close()
-	var out map[string]any
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, &out); err != nil {
-		tb.Fatalf("%s %s: answer is not a JSON object: %q", method, path, b)
-	}
-	return resp.StatusCode, out
-}
-
-// lines reads NDJSON lines until EOF, each as a map of raw values.
-func lines(tb testing.TB, r io.Reader) []map[string]json.RawMessage {
-	tb.Helper()
-	var out []map[string]json.RawMessage
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		if strings.TrimSpace(sc.Text()) == "" {
-			tb.Fatalf("blank line in the stream")
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			tb.Fatalf("line is not a JSON object: %q", sc.Text())
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-func str(m map[string]json.RawMessage, key string) string {
-	var s string
-	_ = json.Unmarshal(m[key], &s)
-	return s
-}
-
-func keys(m map[string]json.RawMessage) string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return strings.Join(ks, ",")
-}
-
-// compatKeys is the exact key set of each compat event (shared/seeds/004).
-var compatKeys = map[string]string{
-	"text":   "delta,type",
-	"status": "message,type",
-	"tool":   "input,name,type",
-	"ping":   "type",
-	"done":   "session_id,type",
-	"error":  "message,type",
-}
-
-func checkCompat(tb testing.TB, evs []map[string]json.RawMessage) {
-	tb.Helper()
-	terminal := 0
-	for i, ev := range evs {
-		typ := str(ev, "type")
-		want, ok := compatKeys[typ]
-		if !ok {
-			tb.Fatalf("event %d has a type compat clients do not know: %s", i, typ)
-		}
-		if got := keys(ev); got != want {
-			tb.Fatalf("%s event keys = %s, want exactly %s", typ, got, want)
-		}
-		if typ == "done" || typ == "error" {
-			terminal++
-			if i != len(evs)-1 {
-				tb.Fatalf("terminal %s event is not the last line", typ)
-			}
-		}
-	}
-	if terminal != 1 {
-		tb.Fatalf("turn ended with %d done/error events, want exactly 1: %v", terminal, evs)
-	}
-}
-
 // assertUsable runs one more turn in the session (after an interrupt, a
 // crash, bad input, ...) and checks it answers normally.
 func (h *harness) assertUsable(tb testing.TB, id string) {
 	tb.Helper()
-	_, evs := h.chatStream(tb, "sebastian", "", jsonBody(map[string]any{"message": "[[say still usable]]", "session_id": id}))
-	checkCompat(tb, evs)
-	if got := streamText(evs); got != "still usable" {
+	_, evs := h.ChatStream(tb, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[say still usable]]", "session_id": id}))
+	httpapitest.CheckCompat(tb, evs)
+	if got := httpapitest.StreamText(evs); got != "still usable" {
 		tb.Fatalf("the session is not usable any more: %v", evs)
 	}
-}
-
-func streamText(evs []map[string]json.RawMessage) string {
-	var sb strings.Builder
-	for _, ev := range evs {
-		if str(ev, "type") == "text" {
-			sb.WriteString(str(ev, "delta"))
-		}
-	}
-	return sb.String()
-}
-
-func (h *harness) chatStream(tb testing.TB, person, ctype, body string) (int, []map[string]json.RawMessage) {
-	tb.Helper()
-	resp := h.request(tb, "POST", "/api/claude/chat-stream", person, ctype, body)
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		tb.Logf("chat-stream: %d %s", resp.StatusCode, b)
-		return resp.StatusCode, nil
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
-		tb.Fatalf("content type %q", ct)
-	}
-	return resp.StatusCode, lines(tb, resp.Body)
 }
 
 func TestCompatChatStreamBothEncodings(t *testing.T) {
@@ -294,20 +157,20 @@ func TestCompatChatStreamBothEncodings(t *testing.T) {
 
 	// Form-encoded, as the Android and web clients send it.
 	form := url.Values{"message": {`[[tool Read {"file_path":"notes.md"}]]`}}.Encode()
-	status, evs := h.chatStream(t, "sebastian", "application/x-www-form-urlencoded", form)
+	status, evs := h.ChatStream(t, "sebastian", "application/x-www-form-urlencoded", form)
 	if status != http.StatusOK {
 		t.Fatalf("status %d", status)
 	}
-	checkCompat(t, evs)
+	httpapitest.CheckCompat(t, evs)
 	want := []string{"status:Running tool: Read", "tool:Read", "status:Tool finished: Read", "text", "done"}
 	var got []string
 	for _, ev := range evs {
-		switch typ := str(ev, "type"); typ {
+		switch typ := httpapitest.Str(ev, "type"); typ {
 		case "ping": // while the CLI starts on a loaded machine
 		case "status":
-			got = append(got, "status:"+str(ev, "message"))
+			got = append(got, "status:"+httpapitest.Str(ev, "message"))
 		case "tool":
-			got = append(got, "tool:"+str(ev, "name"))
+			got = append(got, "tool:"+httpapitest.Str(ev, "name"))
 			if string(ev["input"]) != `{"file_path":"notes.md"}` {
 				t.Fatalf("tool input %s", ev["input"])
 			}
@@ -318,50 +181,50 @@ func TestCompatChatStreamBothEncodings(t *testing.T) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("events:\n got %v\nwant %v", got, want)
 	}
-	sid := str(evs[len(evs)-1], "session_id")
+	sid := httpapitest.Str(evs[len(evs)-1], "session_id")
 
 	// JSON, continuing the session: the model sees the history.
-	status, evs = h.chatStream(t, "sebastian", "application/json", jsonBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+	status, evs = h.ChatStream(t, "sebastian", "application/json", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
 	if status != http.StatusOK {
 		t.Fatalf("status %d", status)
 	}
-	checkCompat(t, evs)
-	if got := str(evs[len(evs)-1], "session_id"); got != sid {
+	httpapitest.CheckCompat(t, evs)
+	if got := httpapitest.Str(evs[len(evs)-1], "session_id"); got != sid {
 		t.Fatalf("session changed: %s -> %s", sid, got)
 	}
-	if got, want := streamText(evs), `HISTORY: [[tool Read {"file_path":"notes.md"}]] | [[recall]]`; got != want {
+	if got, want := httpapitest.StreamText(evs), `HISTORY: [[tool Read {"file_path":"notes.md"}]] | [[recall]]`; got != want {
 		t.Fatalf("text %q, want %q", got, want)
 	}
 
 	// History has both turns.
-	code, hist := h.call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
+	code, hist := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
 	if code != 200 || len(hist["messages"].([]any)) != 4 {
 		t.Fatalf("history %d %v", code, hist)
 	}
 	// Another person neither sees nor continues it.
-	if code, _ := h.call(t, "GET", "/api/claude/history?session_id="+sid, "petra", nil); code != 404 {
+	if code, _ := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "petra", nil); code != 404 {
 		t.Fatalf("petra reading sebastian's history: %d", code)
 	}
-	_, evs = h.chatStream(t, "petra", "", jsonBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
-	if got := str(evs[len(evs)-1], "session_id"); got == sid {
+	_, evs = h.ChatStream(t, "petra", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+	if got := httpapitest.Str(evs[len(evs)-1], "session_id"); got == sid {
 		t.Fatal("petra continued sebastian's session")
 	}
-	if got := streamText(evs); got != "HISTORY: [[recall]]" {
+	if got := httpapitest.StreamText(evs); got != "HISTORY: [[recall]]" {
 		t.Fatalf("petra's new session saw %q", got)
 	}
 
 	// Non-streaming chat, then clear.
-	code, out := h.call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[say plain answer]]", "session_id": sid})
+	code, out := h.Call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[say plain answer]]", "session_id": sid})
 	if code != 200 || out["response"] != "plain answer" || out["session_id"] != sid || len(out["history"].([]any)) != 6 {
 		t.Fatalf("chat: %d %v", code, out)
 	}
-	if code, out := h.call(t, "POST", "/api/claude/clear", "petra", map[string]any{"session_id": sid}); code != 200 || out["cleared"] != false {
+	if code, out := h.Call(t, "POST", "/api/claude/clear", "petra", map[string]any{"session_id": sid}); code != 200 || out["cleared"] != false {
 		t.Fatalf("petra clearing sebastian's session: %d %v", code, out)
 	}
-	if code, out := h.call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": sid}); code != 200 || out["cleared"] != true {
+	if code, out := h.Call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": sid}); code != 200 || out["cleared"] != true {
 		t.Fatalf("clear: %d %v", code, out)
 	}
-	if code, _ := h.call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil); code != 404 {
+	if code, _ := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil); code != 404 {
 		t.Fatalf("history after clear: %d", code)
 	}
 }
@@ -369,66 +232,15 @@ func TestCompatChatStreamBothEncodings(t *testing.T) {
 func TestModelErrorEndsWithErrorEvent(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	_, evs := h.chatStream(t, "sebastian", "", jsonBody(map[string]any{"message": "[[status 400]]"}))
-	checkCompat(t, evs)
+	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[status 400]]"}))
+	httpapitest.CheckCompat(t, evs)
 	last := evs[len(evs)-1]
-	if str(last, "type") != "error" || str(last, "message") == "" {
+	if httpapitest.Str(last, "type") != "error" || httpapitest.Str(last, "message") == "" {
 		t.Fatalf("last event %v", last)
 	}
-	code, out := h.call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[status 400]]"})
+	code, out := h.Call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[status 400]]"})
 	if code != http.StatusBadGateway || out["error"] == "" {
 		t.Fatalf("chat with a failing model: %d %v", code, out)
-	}
-}
-
-// attach opens the events stream and delivers its lines on a channel.
-func (h *harness) attach(tb testing.TB, id string, query string) (<-chan map[string]json.RawMessage, func()) {
-	tb.Helper()
-	resp := h.request(tb, "GET", "/api/claude/sessions/"+id+"/events?"+query, "sebastian", "", "")
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		tb.Fatalf("attach: %d %s", resp.StatusCode, b)
-	}
-	ch := make(chan map[string]json.RawMessage, 10000)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(ch)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var m map[string]json.RawMessage
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
-				ch <- m
-			}
-		}
-	}()
-	return ch, func() { resp.Body.Close(); wg.Wait() }
-}
-
-// until reads events up to and including the first one of type typ.
-func until(tb testing.TB, ch <-chan map[string]json.RawMessage, typ string) []map[string]json.RawMessage {
-	tb.Helper()
-	var out []map[string]json.RawMessage
-	timeout := time.NewTimer(60 * time.Second)
-	defer timeout.Stop()
-	for {
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				tb.Fatalf("stream ended before a %s event; got %d events", typ, len(out))
-			}
-			if str(ev, "type") == "ping" {
-				continue
-			}
-			out = append(out, ev)
-			if str(ev, "type") == typ {
-				return out
-			}
-		case <-timeout.C:
-			tb.Fatalf("no %s event within 60s", typ)
-		}
 	}
 }
 
@@ -440,41 +252,32 @@ func seqOf(tb testing.TB, ev map[string]json.RawMessage) int64 {
 	return n
 }
 
-func (h *harness) newSession(tb testing.TB) string {
-	tb.Helper()
-	code, out := h.call(tb, "POST", "/api/claude/sessions", "sebastian", nil)
-	if code != http.StatusCreated {
-		tb.Fatalf("create session: %d %v", code, out)
-	}
-	return out["id"].(string)
-}
-
 func TestTwoClientsAndReconnect(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	id := h.newSession(t)
-	a, closeA := h.attach(t, id, "")
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "")
 	defer closeA()
-	b, closeB := h.attach(t, id, "")
+	b, closeB := h.Attach(t, id, "")
 
-	code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 6 20]]"})
+	code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 6 20]]"})
 	if code != http.StatusAccepted {
 		t.Fatalf("post message: %d %v", code, out)
 	}
-	evA := until(t, a, "done")
+	evA := httpapitest.Until(t, a, "done")
 	// B reads a few events, drops, and re-attaches with its last seq.
 	var seen []map[string]json.RawMessage
 	for len(seen) < 5 {
 		ev := <-b
-		if str(ev, "type") != "ping" {
+		if httpapitest.Str(ev, "type") != "ping" {
 			seen = append(seen, ev)
 		}
 	}
 	closeB()
 	last := seqOf(t, seen[len(seen)-1])
-	b2, closeB2 := h.attach(t, id, "after="+jsonBody(last))
+	b2, closeB2 := h.Attach(t, id, "after="+httpapitest.JSONBody(last))
 	defer closeB2()
-	seen = append(seen, until(t, b2, "done")...)
+	seen = append(seen, httpapitest.Until(t, b2, "done")...)
 
 	if len(seen) != len(evA) {
 		t.Fatalf("client B saw %d events, A %d", len(seen), len(evA))
@@ -491,26 +294,26 @@ func TestTwoClientsAndReconnect(t *testing.T) {
 	}
 	types := map[string]int{}
 	for _, ev := range evA {
-		types[str(ev, "type")]++
+		types[httpapitest.Str(ev, "type")]++
 	}
 	if types["turn_start"] != 1 || types["cli"] == 0 || types["text"] != 6 || types["done"] != 1 {
 		t.Fatalf("event types %v", types)
 	}
 	// The CLI's own events arrive unchanged under "event".
 	for _, ev := range evA {
-		if str(ev, "type") == "cli" {
+		if httpapitest.Str(ev, "type") == "cli" {
 			var inner map[string]json.RawMessage
-			if err := json.Unmarshal(ev["event"], &inner); err != nil || str(inner, "type") == "" {
+			if err := json.Unmarshal(ev["event"], &inner); err != nil || httpapitest.Str(inner, "type") == "" {
 				t.Fatalf("cli event without the CLI's object: %v", ev)
 			}
 		}
 	}
 
 	// ?types= filters.
-	f, closeF := h.attach(t, id, "types=done,turn_start")
+	f, closeF := h.Attach(t, id, "types=done,turn_start")
 	defer closeF()
-	got := until(t, f, "done")
-	if len(got) != 2 || str(got[0], "type") != "turn_start" {
+	got := httpapitest.Until(t, f, "done")
+	if len(got) != 2 || httpapitest.Str(got[0], "type") != "turn_start" {
 		t.Fatalf("filtered replay: %v", got)
 	}
 }
@@ -518,8 +321,8 @@ func TestTwoClientsAndReconnect(t *testing.T) {
 func TestInterruptFromSecondClient(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	id := h.newSession(t)
-	resp := h.request(t, "POST", "/api/claude/chat-stream", "sebastian", "", jsonBody(map[string]any{"message": "[[slow 300 50]]", "session_id": id}))
+	id := h.NewSession(t)
+	resp := h.Request(t, "POST", "/api/claude/chat-stream", "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[slow 300 50]]", "session_id": id}))
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	var evs []map[string]json.RawMessage
@@ -527,34 +330,34 @@ func TestInterruptFromSecondClient(t *testing.T) {
 		var m map[string]json.RawMessage
 		_ = json.Unmarshal(sc.Bytes(), &m)
 		evs = append(evs, m)
-		if str(m, "type") == "text" {
+		if httpapitest.Str(m, "type") == "text" {
 			break
 		}
 	}
 	// While the turn runs, another message waits; cancelled, it never runs.
-	code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "hi"})
+	code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "hi"})
 	if code != http.StatusAccepted || out["queued"] != true {
 		t.Fatalf("message to a busy session: %d %v", code, out)
 	}
-	if code, out := h.call(t, "DELETE", "/api/claude/sessions/"+id+"/queue/"+out["queue_id"].(string), "sebastian", nil); code != 200 {
+	if code, out := h.Call(t, "DELETE", "/api/claude/sessions/"+id+"/queue/"+out["queue_id"].(string), "sebastian", nil); code != 200 {
 		t.Fatalf("cancel the waiting message: %d %v", code, out)
 	}
-	if code, _ := h.call(t, "GET", "/api/claude/sessions", "sebastian", nil); code != 200 {
+	if code, _ := h.Call(t, "GET", "/api/claude/sessions", "sebastian", nil); code != 200 {
 		t.Fatal("sessions list")
 	}
 	start := time.Now()
-	if code, out := h.call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != 200 {
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != 200 {
 		t.Fatalf("interrupt: %d %v", code, out)
 	}
-	evs = append(evs, lines(t, resp.Body)...)
+	evs = append(evs, httpapitest.Lines(t, resp.Body)...)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("the stream took %s to end after the interrupt", took)
 	}
-	checkCompat(t, evs)
-	if n := len(evs); str(evs[n-1], "type") != "done" || str(evs[n-2], "message") != "Interrupted" {
+	httpapitest.CheckCompat(t, evs)
+	if n := len(evs); httpapitest.Str(evs[n-1], "type") != "done" || httpapitest.Str(evs[n-2], "message") != "Interrupted" {
 		t.Fatalf("end of interrupted stream: %v", evs[max(0, n-3):])
 	}
-	if code, _ := h.call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != http.StatusConflict {
+	if code, _ := h.Call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != http.StatusConflict {
 		t.Fatalf("interrupt when idle: %d", code)
 	}
 	h.assertUsable(t, id)
@@ -563,8 +366,8 @@ func TestInterruptFromSecondClient(t *testing.T) {
 func TestClientDisconnectTurnContinues(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{ping: 50 * time.Millisecond})
-	id := h.newSession(t)
-	resp := h.request(t, "POST", "/api/claude/chat-stream", "sebastian", "", jsonBody(map[string]any{"message": "[[slow 10 100]]", "session_id": id}))
+	id := h.NewSession(t)
+	resp := h.Request(t, "POST", "/api/claude/chat-stream", "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[slow 10 100]]", "session_id": id}))
 	sc := bufio.NewScanner(resp.Body)
 	pings := 0
 	for sc.Scan() {
@@ -579,12 +382,12 @@ func TestClientDisconnectTurnContinues(t *testing.T) {
 	if pings == 0 {
 		t.Fatal("no ping while the CLI started up")
 	}
-	a, closeA := h.attach(t, id, "types=text,done")
+	a, closeA := h.Attach(t, id, "types=text,done")
 	defer closeA()
-	evs := until(t, a, "done")
+	evs := httpapitest.Until(t, a, "done")
 	var text strings.Builder
 	for _, ev := range evs {
-		text.WriteString(str(ev, "delta"))
+		text.WriteString(httpapitest.Str(ev, "delta"))
 	}
 	if text.String() != strings.Repeat("tick ", 10) {
 		t.Fatalf("turn did not complete after the client left: %q", text.String())
