@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"encoding/json"
-	"github.com/majorhq/major/httpapi/httpapitest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/httpapi"
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/relay/relaytest"
 )

@@ -2,11 +2,12 @@ package relay_test
 
 import (
 	"encoding/json"
-	"github.com/majorhq/major/httpapi/httpapitest"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/majorhq/major/httpapi/httpapitest"
 )
 
 // question waits for a question event and returns its request id.

@@ -2,9 +2,10 @@ package relay_test
 
 import (
 	"encoding/json"
-	"github.com/majorhq/major/httpapi/httpapitest"
 	"strings"
 	"testing"
+
+	"github.com/majorhq/major/httpapi/httpapitest"
 )
 
 // withoutCredentials drops every variable that gives the CLI an Anthropic

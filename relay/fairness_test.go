@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"github.com/majorhq/major/httpapi/httpapitest"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"github.com/majorhq/major/supervisor"
 )
 

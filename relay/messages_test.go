@@ -2,12 +2,13 @@ package relay_test
 
 import (
 	"encoding/json"
-	"github.com/majorhq/major/httpapi/httpapitest"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/majorhq/major/httpapi/httpapitest"
 )
 
 type richMessage struct {

@@ -3,7 +3,6 @@ package relay_test
 import (
 	"context"
 	"errors"
-	"github.com/majorhq/major/httpapi/httpapitest"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"github.com/majorhq/major/supervisor"
 )
 

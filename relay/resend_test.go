@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"encoding/json"
-	"github.com/majorhq/major/httpapi/httpapitest"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"github.com/majorhq/major/supervisor"
 )
 

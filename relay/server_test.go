@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/majorhq/major/httpapi/httpapitest"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/httpapi"
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 )

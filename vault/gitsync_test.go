@@ -16,13 +16,6 @@ import (
 	"github.com/majorhq/major/vault"
 )
 
-func newRepo(tb testing.TB) string {
-	tb.Helper()
-	root := tb.TempDir()
-	git(tb, root, "init", "-q", "-b", "main")
-	return root
-}
-
 func TestGitSyncWithoutRemoteCommitsOnlyThePaths(t *testing.T) {
 	t.Parallel()
 	root := newRepo(t)
