@@ -3,6 +3,9 @@
 // a small HTTP API.
 //
 //	major serve [flags]
+//
+// `major hook <callback id>` is run by a terminal's claude for each of its
+// hooks (see package hooks); people do not run it.
 package main
 
 import (
@@ -23,6 +26,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/relay"
 )
@@ -30,10 +34,22 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "hook" {
+		os.Exit(hook(ctx, os.Args[2:]))
+	}
 	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "major:", err)
 		os.Exit(1)
 	}
+}
+
+// hook is `major hook <callback id>`: the hook input on stdin goes to the
+// server, its answer to stdout.
+func hook(ctx context.Context, args []string) int {
+	if err := hooks.RunCommand(ctx, args, os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
+		return 1
+	}
+	return 0
 }
 
 // config is everything the server is started with.
