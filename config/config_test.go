@@ -1,0 +1,300 @@
+package config_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/config"
+)
+
+var rules = config.Rules{
+	Disableable: []string{"Read", "Write", "WebSearch", "WebFetch"},
+	Addable:     []string{"TodoWrite"},
+	ReservedMCP: []string{"linkedin"},
+}
+
+// world is a configuration directory and a vault beside it.
+type world struct {
+	dir, vault string
+}
+
+func newWorld(tb testing.TB) *world {
+	tb.Helper()
+	base := tb.TempDir()
+	w := &world{dir: filepath.Join(base, "config"), vault: filepath.Join(base, "vault")}
+	if err := os.MkdirAll(filepath.Join(w.vault, "sebastian"), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return w
+}
+
+// write replaces the file at rel (under the configuration directory) the
+// way an editor saving atomically does: a new file renamed over the old.
+func (w *world) write(tb testing.TB, rel, text string) {
+	tb.Helper()
+	path := filepath.Join(w.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (w *world) open(tb testing.TB) (*config.Store, error) {
+	tb.Helper()
+	return config.Open(config.Config{Dir: w.dir, Vault: w.vault, Rules: rules, Logger: zerolog.New(zerolog.NewTestWriter(tb))})
+}
+
+func (w *world) mustOpen(tb testing.TB) *config.Store {
+	tb.Helper()
+	s, err := w.open(tb)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func skill(name, desc string) string {
+	return "---\nname: " + name + "\ndescription: " + desc + "\n---\nDo it.\n"
+}
+
+func TestNoConfigurationIsEmpty(t *testing.T) {
+	w := newWorld(t)
+	got := w.mustOpen(t).For("sebastian")
+	if got.Model != "" || got.Prompt != "" || got.MCPServers != nil || got.Skills != nil || got.Limits != (config.Limits{}) || got.Publishing != "" {
+		t.Fatalf("no files, yet %+v", got)
+	}
+}
+
+func TestPersonOverridesServer(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, "server/config.json", `{"model":"sonnet","publishing":"ask","limits":{"session_usd":2,"max_turns":30},"tools":{"disable":["WebSearch"],"allow":["mcp__calendar"]}}`)
+	w.write(t, "server/mcp.json", `{"mcpServers":{"calendar":{"command":"/usr/bin/cal-mcp"},"wiki":{"type":"http","url":"https://wiki.example/mcp"}}}`)
+	w.write(t, "server/prompt.md", "Server section.\n")
+	w.write(t, "server/skills/summarize/SKILL.md", skill("summarize", "server summary"))
+	w.write(t, "server/skills/cite/SKILL.md", skill("cite", "server cite"))
+	w.write(t, "persons/sebastian/config.json", `{"model":"opus","publishing":"auto","limits":{"session_usd":5},"tools":{"disable":[]}}`)
+	w.write(t, "persons/sebastian/mcp.json", `{"mcpServers":{"calendar":{"command":"/opt/sebastian/cal"}}}`)
+	w.write(t, "persons/sebastian/prompt.md", "Sebastian's section.")
+	w.write(t, "persons/sebastian/skills/summarize/SKILL.md", skill("summarize", "his summary"))
+	s := w.mustOpen(t)
+
+	seb := s.For("sebastian")
+	if seb.Model != "opus" || seb.Publishing != "auto" {
+		t.Errorf("model %q publishing %q, want the person's", seb.Model, seb.Publishing)
+	}
+	if *seb.Limits.SessionUSD != 5 || *seb.Limits.MaxTurns != 30 || seb.Limits.PersonDayUSD != nil {
+		t.Errorf("limits %+v: want session 5 (person), turns 30 (server), no day limit", seb.Limits)
+	}
+	if seb.Tools.Disable == nil || len(seb.Tools.Disable) != 0 || len(seb.Tools.Allow) != 1 {
+		t.Errorf("tools %+v: the person's empty disable list replaces the server's, allow stays", seb.Tools)
+	}
+	if seb.Prompt != "Server section.\n\nSebastian's section." {
+		t.Errorf("prompt %q", seb.Prompt)
+	}
+	if got := string(seb.MCPServers["calendar"]); !strings.Contains(got, "/opt/sebastian/cal") || seb.MCPServers["wiki"] == nil {
+		t.Errorf("mcp servers %v: the person's calendar, the server's wiki", seb.MCPServers)
+	}
+	if len(seb.Skills) != 2 || seb.Skills[0].Name != "cite" || !strings.Contains(string(seb.Skills[1].Content), "his summary") {
+		t.Errorf("skills %+v", seb.Skills)
+	}
+
+	petra := s.For("petra")
+	if petra.Model != "sonnet" || petra.Publishing != "ask" || *petra.Limits.SessionUSD != 2 || petra.Prompt != "Server section." {
+		t.Errorf("petra gets the server's layer only: %+v", petra)
+	}
+	if got := string(petra.MCPServers["calendar"]); !strings.Contains(got, "/usr/bin/cal-mcp") {
+		t.Errorf("petra's calendar %s", got)
+	}
+}
+
+// TestBrokenFileAtStart: every kind of mistake stops the start with the
+// file's path and the reason.
+func TestBrokenFileAtStart(t *testing.T) {
+	cases := []struct {
+		name, file, text, reason string
+	}{
+		{"bad JSON", "server/config.json", `{"model":`, "not valid JSON"},
+		{"unknown key", "persons/petra/config.json", `{"modle":"opus"}`, `unknown field "modle"`},
+		{"two values", "server/config.json", `{} {}`, "more than one JSON value"},
+		{"bad model", "server/config.json", `{"model":"--dangerously"}`, "not a model name"},
+		{"bad publishing", "server/config.json", `{"publishing":"yes"}`, `publishing "yes"`},
+		{"negative budget", "server/config.json", `{"limits":{"person_day_usd":-1}}`, "limits.person_day_usd"},
+		{"negative turns", "server/config.json", `{"limits":{"max_turns":-3}}`, "limits.max_turns"},
+		{"unknown limit", "server/config.json", `{"limits":{"usd":3}}`, `unknown field "usd"`},
+		{"disable unknown tool", "server/config.json", `{"tools":{"disable":["Bash"]}}`, `"Bash" is not one of`},
+		{"add a shell", "server/config.json", `{"tools":{"add":["Bash"]}}`, `"Bash" cannot be added`},
+		{"allow not mcp", "server/config.json", `{"tools":{"allow":["Write"]}}`, "is not mcp__<server>"},
+		{"allow publishing", "server/config.json", `{"tools":{"allow":["mcp__linkedin__linkedin_post"]}}`, "publishing is"},
+		{"mcp unknown key", "server/mcp.json", `{"mcpServers":{"x":{"command":"x","cwd":"/"}}}`, `unknown field "cwd"`},
+		{"mcp top key", "server/mcp.json", `{"servers":{}}`, `unknown field "servers"`},
+		{"mcp sdk", "server/mcp.json", `{"mcpServers":{"x":{"type":"sdk"}}}`, `type "sdk"`},
+		{"mcp reserved", "server/mcp.json", `{"mcpServers":{"linkedin":{"command":"x"}}}`, "the server's own"},
+		{"mcp relative command", "server/mcp.json", `{"mcpServers":{"x":{"command":"./run.sh"}}}`, "absolute path or a name on PATH"},
+		{"mcp no command", "server/mcp.json", `{"mcpServers":{"x":{"args":["a"]}}}`, "needs a command"},
+		{"mcp bad url", "server/mcp.json", `{"mcpServers":{"x":{"type":"http","url":"file:///etc"}}}`, "not an http(s) URL"},
+		{"skill without front matter", "server/skills/a/SKILL.md", "Just do it.", "front matter"},
+		{"skill without description", "server/skills/a/SKILL.md", "---\nname: a\n---\nx", "no description"},
+		{"skill named otherwise", "server/skills/a/SKILL.md", skill("b", "d"), `its folder "a"`},
+		{"skill folder name", "server/skills/A b/SKILL.md", skill("A b", "d"), "folder name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.write(t, tc.file, tc.text)
+			_, err := w.open(t)
+			if err == nil {
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), filepath.Join(w.dir, tc.file)) && !strings.Contains(err.Error(), filepath.Dir(filepath.Join(w.dir, tc.file))) {
+				t.Errorf("error does not name the file: %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("error %q does not say %q", err, tc.reason)
+			}
+		})
+	}
+	t.Run("skill folder without SKILL.md", func(t *testing.T) {
+		w := newWorld(t)
+		w.write(t, "server/skills/a/notes.md", "x")
+		if _, err := w.open(t); err == nil || !strings.Contains(err.Error(), "SKILL.md") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// TestChangesApplyWithoutRestart: a change is seen by the next For; a
+// broken file keeps the last good configuration and is reported until it
+// is fixed.
+func TestChangesApplyWithoutRestart(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, "persons/sebastian/config.json", `{"model":"one"}`)
+	s := w.mustOpen(t)
+	if got := s.For("sebastian").Model; got != "one" {
+		t.Fatalf("model %q", got)
+	}
+	w.write(t, "persons/sebastian/config.json", `{"model":"two"}`)
+	if got := s.For("sebastian").Model; got != "two" {
+		t.Fatalf("after the change: model %q", got)
+	}
+	w.write(t, "persons/sebastian/config.json", `{"model":"three",}`)
+	w.write(t, "persons/sebastian/prompt.md", "New section.")
+	got := s.For("sebastian")
+	if got.Model != "two" || got.Prompt != "" {
+		t.Fatalf("a broken file must keep the whole last good layer: %+v", got)
+	}
+	probs := s.Problems()
+	if len(probs) != 1 || probs[0].Path != filepath.Join(w.dir, "persons/sebastian/config.json") || !strings.Contains(probs[0].Reason, "JSON") {
+		t.Fatalf("problems %+v", probs)
+	}
+	if got := s.For("petra").Model; got != "" {
+		t.Fatalf("petra: %q", got)
+	}
+	w.write(t, "persons/sebastian/config.json", `{"model":"three"}`)
+	if got := s.For("sebastian"); got.Model != "three" || got.Prompt != "New section." {
+		t.Fatalf("after the fix: %+v", got)
+	}
+	if probs := s.Problems(); len(probs) != 0 {
+		t.Fatalf("problems after the fix: %+v", probs)
+	}
+
+	// A person's folder made after the start, and a skill added later.
+	w.write(t, "persons/petra/skills/cite/SKILL.md", skill("cite", "cite"))
+	if got := s.For("petra").Skills; len(got) != 1 || got[0].Name != "cite" {
+		t.Fatalf("petra's new skill: %+v", got)
+	}
+	if err := os.RemoveAll(filepath.Join(w.dir, "persons/petra/skills/cite")); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.For("petra").Skills; len(got) != 0 {
+		t.Fatalf("a removed skill stays: %+v", got)
+	}
+}
+
+// TestNothingFromTheVault: the configuration directory in the vault, or a
+// file or folder linked into it, is refused.
+func TestNothingFromTheVault(t *testing.T) {
+	t.Run("directory inside the vault", func(t *testing.T) {
+		w := newWorld(t)
+		w.dir = filepath.Join(w.vault, ".major")
+		if _, err := w.open(t); err == nil || !strings.Contains(err.Error(), "vault") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("directory linked into the vault", func(t *testing.T) {
+		w := newWorld(t)
+		if err := os.Symlink(filepath.Join(w.vault, "sebastian"), w.dir); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.open(t); err == nil || !strings.Contains(err.Error(), "vault") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	links := []struct{ name, link, target string }{
+		{"prompt linked to a note", "persons/sebastian/prompt.md", "sebastian/prompt.md"},
+		{"person folder linked", "persons/sebastian", "sebastian"},
+		{"skills folder linked", "persons/sebastian/skills", "sebastian/skills"},
+		{"skill linked", "persons/sebastian/skills/evil", "sebastian/evil"},
+	}
+	for _, tc := range links {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.write(t, "server/config.json", `{}`)
+			target := filepath.Join(w.vault, tc.target)
+			writeVault := func(rel, text string) {
+				p := filepath.Join(w.vault, rel)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writeVault("sebastian/prompt.md", "PLANTED")
+			writeVault("sebastian/skills/evil/SKILL.md", skill("evil", "PLANTED"))
+			writeVault("sebastian/evil/SKILL.md", skill("evil", "PLANTED"))
+			link := filepath.Join(w.dir, tc.link)
+			if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.open(t); err == nil || !strings.Contains(err.Error(), "vault") {
+				t.Fatalf("at start: got %v", err)
+			}
+			// Made after the start: reported, never read.
+			if err := os.Remove(link); err != nil {
+				t.Fatal(err)
+			}
+			s := w.mustOpen(t)
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			got := s.For("sebastian")
+			if raw, _ := json.Marshal(got); strings.Contains(string(raw), "PLANTED") || strings.Contains(got.Prompt, "PLANTED") || len(got.Skills) > 0 {
+				t.Fatalf("read from the vault: %+v", got)
+			}
+			if probs := s.Problems(); len(probs) != 1 || !strings.Contains(probs[0].Reason, "vault") {
+				t.Fatalf("problems %+v", probs)
+			}
+		})
+	}
+	t.Run("mcp command in the vault", func(t *testing.T) {
+		w := newWorld(t)
+		w.write(t, "server/mcp.json", `{"mcpServers":{"x":{"command":"`+filepath.Join(w.vault, "sebastian", "run")+`"}}}`)
+		if _, err := w.open(t); err == nil || !strings.Contains(err.Error(), "in the vault") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
