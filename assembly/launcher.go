@@ -5,8 +5,14 @@
 // commit that ends each turn. It also owns the loop that expires idle
 // sessions while the server runs.
 //
+// The server owner's configuration (package config) changes each new
+// session: more MCP servers and skills, a prompt section, tools, the
+// model, whether publishing asks first.
+//
 // It decides policy and nothing else: it does not parse flags or the
-// environment (cmd/major does), it does not run the CLI (supervisor does),
+// environment (cmd/major does) or read configuration files (config does;
+// it only writes a session's skills where the CLI loads them, under the
+// state directory), it does not run the CLI (supervisor does),
 // serve HTTP or keep sessions (relay does), and it does not touch the
 // vault's files or git itself (package vault does, reached through the
 // Hooks it is given).
@@ -18,10 +24,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/config"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/relay"
@@ -49,6 +57,22 @@ func FileTools() []string { return []string{"Read", "Write", "Edit", "Glob", "Gr
 // WebTools run without asking; WebFetch and WebSearch are logged.
 func WebTools() []string { return []string{"WebSearch", "WebFetch"} }
 
+// AddableTools are the built-in tools the configuration may add to a
+// session's set: none can run code or reach past the vault guard.
+func AddableTools() []string { return []string{"TodoWrite"} }
+
+// ConfigRules are what the configuration's values are checked against:
+// it may take away any of the session's tools but AskUserQuestion and the
+// LinkedIn ones (publishing is its own setting), add AddableTools, and
+// not name the server's own MCP server.
+func ConfigRules() config.Rules {
+	return config.Rules{
+		Disableable: append(FileTools(), WebTools()...),
+		Addable:     AddableTools(),
+		ReservedMCP: []string{mcpserver.ServerName},
+	}
+}
+
 // PermissionMode is the CLI's permission mode for every session: file
 // edits are accepted, any other tool outside the allowed set is asked.
 const PermissionMode = "acceptEdits"
@@ -73,6 +97,14 @@ type MCP interface {
 
 var _ MCP = (*mcpserver.Server)(nil)
 
+// Settings is the server owner's configuration of a person's new
+// sessions; *config.Store satisfies it.
+type Settings interface {
+	For(person string) config.Person
+}
+
+var _ Settings = (*config.Store)(nil)
+
 // Config configures a Launcher.
 type Config struct {
 	// Claude is the CLI binary; Env its environment (see
@@ -88,10 +120,17 @@ type Config struct {
 	StallTimeout time.Duration
 	// AutoPublish are the persons whose LinkedIn publishing tools run
 	// without asking; for everyone else each post, comment and reply
-	// waits for the person's permission.
+	// waits for the person's permission. Settings can say otherwise per
+	// person.
 	AutoPublish map[string]bool
-	Hooks       Hooks
-	MCP         MCP
+	// Settings, when set, is read for every new session.
+	Settings Settings
+	// SkillsDir is where a session's configured skills are written for
+	// the CLI to load (a folder of the server's own, such as
+	// state-dir/skills); required when Settings has skills.
+	SkillsDir string
+	Hooks     Hooks
+	MCP       MCP
 	// Pool bounds live processes across sessions; nil: no bound.
 	Pool   *supervisor.Pool
 	Logger zerolog.Logger
@@ -122,27 +161,79 @@ func (l *Launcher) Dir(person string) string { return filepath.Join(l.cfg.VaultR
 // Spec is the CLI specification of person's sessions: the seed's tools
 // plus AskUserQuestion, the file and web tools allowed, the LinkedIn tools
 // allowed except the publishing ones (unless the person auto-publishes),
-// the hooks, the SDK MCP server and the isolation flags.
+// the hooks, the SDK MCP server and the isolation flags; then what the
+// configuration changes: tools taken away, added or allowed, more MCP
+// servers, skills, a prompt section, the model.
 func (l *Launcher) Spec(person string) supervisor.Spec {
+	conf := l.settings(person)
+	off := map[string]bool{}
+	for _, t := range conf.Tools.Disable {
+		off[t] = true
+	}
+	keep := func(tools []string) []string {
+		return slices.DeleteFunc(tools, func(t string) bool { return off[t] })
+	}
 	linkedIn := mcpserver.QualifiedNames(mcpserver.ToolNames())
-	tools := append(append(append(FileTools(), WebTools()...), "AskUserQuestion"), linkedIn...)
-	allowed := append(FileTools(), WebTools()...)
+	tools := keep(append(append(append(FileTools(), WebTools()...), "AskUserQuestion"), linkedIn...))
+	allowed := keep(append(FileTools(), WebTools()...))
 	for _, t := range linkedIn {
-		if !l.publishing[t] || l.cfg.AutoPublish[person] {
+		if !l.publishing[t] || l.autoPublish(person, conf) {
 			allowed = append(allowed, t)
 		}
 	}
-	return supervisor.Spec{
+	for _, t := range conf.Tools.Add {
+		if !slices.Contains(tools, t) {
+			tools = append(tools, t)
+			allowed = append(allowed, t)
+		}
+	}
+	allowed = append(allowed, conf.Tools.Allow...)
+	prompt := SystemPrompt(l.Dir(person))
+	if conf.Prompt != "" {
+		prompt += "\n\n" + conf.Prompt
+	}
+	spec := supervisor.Spec{
 		Binary:         l.cfg.Claude,
 		Env:            l.cfg.Env,
-		SystemPrompt:   SystemPrompt(l.Dir(person)),
+		SystemPrompt:   prompt,
 		Tools:          tools,
 		AllowedTools:   allowed,
 		PermissionMode: PermissionMode,
 		SDKMCPServers:  []string{mcpserver.ServerName},
+		MCPServers:     conf.MCPServers,
 		Hooks:          l.cfg.Hooks.Matchers(),
+		Model:          conf.Model,
 		ExtraArgs:      hooks.IsolationArgs(),
 	}
+	if len(conf.Skills) > 0 {
+		l.offerSkills(&spec, person, conf.Skills)
+	}
+	return spec
+}
+
+// settings is person's configuration, or none without Settings.
+func (l *Launcher) settings(person string) config.Person {
+	if l.cfg.Settings == nil {
+		return config.Person{}
+	}
+	return l.cfg.Settings.For(person)
+}
+
+// AutoPublish tells whether person's LinkedIn posts, comments and replies
+// run without asking: their configuration says so, or else the server's
+// flag does.
+func (l *Launcher) AutoPublish(person string) bool {
+	return l.autoPublish(person, l.settings(person))
+}
+
+func (l *Launcher) autoPublish(person string, conf config.Person) bool {
+	switch conf.Publishing {
+	case config.PublishAuto:
+		return true
+	case config.PublishAsk:
+		return false
+	}
+	return l.cfg.AutoPublish[person]
 }
 
 // Policy is how a session treats the tools the CLI asks about (only those

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/assembly"
+	"github.com/majorhq/major/config"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
@@ -235,5 +236,83 @@ func TestLaunchCreatesThePersonsFolder(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(root, "sebastian")); err != nil || !st.IsDir() {
 		t.Fatalf("the person's folder: %v", err)
+	}
+}
+
+// fakeSettings is an assembly.Settings answering from a map.
+type fakeSettings map[string]config.Person
+
+func (f fakeSettings) For(person string) config.Person { return f[person] }
+
+func TestSpecFollowsTheConfiguration(t *testing.T) {
+	skillsDir := t.TempDir()
+	mcp := map[string]json.RawMessage{"calendar": json.RawMessage(`{"command":"/usr/bin/cal"}`)}
+	usd := 3.0
+	l := assembly.New(assembly.Config{
+		Claude: "/opt/claude", VaultRoot: t.TempDir(), Hooks: &fakeHooks{}, MCP: fakeMCP{},
+		AutoPublish: map[string]bool{"sebastian": true}, SkillsDir: skillsDir, Logger: zerolog.Nop(),
+		Settings: fakeSettings{
+			"sebastian": {Publishing: config.PublishAsk},
+			"petra": {
+				Model: "sonnet", Prompt: "Answer in German.", Publishing: config.PublishAuto,
+				Limits:     config.Limits{SessionUSD: &usd},
+				Tools:      config.Tools{Disable: []string{"WebSearch"}, Add: []string{"TodoWrite"}, Allow: []string{"mcp__calendar"}},
+				MCPServers: mcp,
+				Skills:     []config.Skill{{Name: "cite", Content: []byte("---\ndescription: cite\n---\nCite.")}},
+			},
+		},
+	})
+
+	seb := l.Spec("sebastian")
+	for _, tool := range publishingTools {
+		if slices.Contains(seb.AllowedTools, tool) {
+			t.Errorf("%s runs without asking, but sebastian's configuration says ask (over the flag)", tool)
+		}
+	}
+	if l.AutoPublish("sebastian") || !l.AutoPublish("petra") {
+		t.Errorf("AutoPublish: sebastian %v petra %v", l.AutoPublish("sebastian"), l.AutoPublish("petra"))
+	}
+	if seb.Model != "" || seb.MCPServers != nil || seb.PluginDirs != nil || slices.Contains(seb.Tools, "Skill") {
+		t.Errorf("sebastian got petra's configuration: %+v", seb)
+	}
+	if !slices.Contains(seb.ExtraArgs, "--disable-slash-commands") {
+		t.Errorf("no skills, yet skills are on: %q", seb.ExtraArgs)
+	}
+
+	petra := l.Spec("petra")
+	if petra.Model != "sonnet" || !strings.HasSuffix(petra.SystemPrompt, "information.\n\nAnswer in German.") {
+		t.Errorf("model %q prompt %q", petra.Model, petra.SystemPrompt)
+	}
+	if slices.Contains(petra.Tools, "WebSearch") || slices.Contains(petra.AllowedTools, "WebSearch") {
+		t.Errorf("WebSearch is disabled: %v %v", petra.Tools, petra.AllowedTools)
+	}
+	for _, tool := range []string{"TodoWrite", "Skill"} {
+		if !slices.Contains(petra.Tools, tool) || !slices.Contains(petra.AllowedTools, tool) {
+			t.Errorf("%s not added and allowed: %v %v", tool, petra.Tools, petra.AllowedTools)
+		}
+	}
+	for _, tool := range append(publishingTools, "mcp__calendar") {
+		if !slices.Contains(petra.AllowedTools, tool) {
+			t.Errorf("%s asks: %v", tool, petra.AllowedTools)
+		}
+	}
+	if string(petra.MCPServers["calendar"]) != `{"command":"/usr/bin/cal"}` {
+		t.Errorf("mcp servers %v", petra.MCPServers)
+	}
+	if want := []string{"--setting-sources", "", "--strict-mcp-config"}; !slices.Equal(petra.ExtraArgs, want) {
+		t.Errorf("isolation flags %q, want %q (skills on, nothing else loaded)", petra.ExtraArgs, want)
+	}
+	if !strings.Contains(petra.Settings, `"disableBundledSkills":true`) {
+		t.Errorf("settings %q", petra.Settings)
+	}
+	if len(petra.PluginDirs) != 1 || !strings.HasPrefix(petra.PluginDirs[0], skillsDir) || filepath.Base(petra.PluginDirs[0]) != assembly.SkillsPlugin {
+		t.Fatalf("plugin dirs %v", petra.PluginDirs)
+	}
+	got, err := os.ReadFile(filepath.Join(petra.PluginDirs[0], "skills", "cite", "SKILL.md"))
+	if err != nil || string(got) != "---\ndescription: cite\n---\nCite." {
+		t.Fatalf("skill written: %q %v", got, err)
+	}
+	if again := l.Spec("petra"); !slices.Equal(again.PluginDirs, petra.PluginDirs) {
+		t.Errorf("the same skills went to %v, then %v", petra.PluginDirs, again.PluginDirs)
 	}
 }

@@ -61,7 +61,7 @@ func TestHTTPHandler(t *testing.T) {
 	t.Parallel()
 	// Over HTTP nobody is asked, so only persons who publish
 	// automatically may publish there.
-	w := newWorld(t, func(c *mcpserver.Config, _ *world) { c.AutoPublish = map[string]bool{"sebastian": true} })
+	w := newWorld(t, func(c *mcpserver.Config, _ *world) { c.AutoPublish = func(p string) bool { return p == "sebastian" } })
 	url := relayStandIn(t, w.srv.HTTPHandler())
 	tests := []struct {
 		name    string

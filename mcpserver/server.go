@@ -86,11 +86,11 @@ type Config struct {
 	// ActivityLogPath(person), outside every person's folder, and commits
 	// it; nil records nothing.
 	ActivityLog Appender
-	// AutoPublish are the persons whose posts, comments and replies may run
-	// without the person approving each one. Over HTTP (HTTPHandler) nobody
-	// is there to approve, so the publishing tools run there only for
-	// these persons; reading works for everyone.
-	AutoPublish map[string]bool
+	// AutoPublish tells whether a person's posts, comments and replies may
+	// run without the person approving each one (nil: nobody's). Over HTTP
+	// (HTTPHandler) nobody is there to approve, so the publishing tools
+	// run there only for these persons; reading works for everyone.
+	AutoPublish func(person string) bool
 	// LogTimeout bounds writing and committing one log entry; default 60s.
 	// It runs even when the tool call was cancelled, because the post
 	// already happened.
@@ -107,7 +107,7 @@ type Config struct {
 type Server struct {
 	li       LinkedIn
 	accounts linkedin.Accounts
-	auto     map[string]bool
+	auto     func(person string) bool
 	log      zerolog.Logger
 	activity *activityLog
 	mcp      *server.MCPServer
@@ -131,9 +131,9 @@ func New(cfg Config) *Server {
 	for p, a := range cfg.Accounts {
 		accts[p] = a
 	}
-	auto := make(map[string]bool, len(cfg.AutoPublish))
-	for p, ok := range cfg.AutoPublish {
-		auto[p] = ok
+	auto := cfg.AutoPublish
+	if auto == nil {
+		auto = func(string) bool { return false }
 	}
 	s := &Server{
 		li:       cfg.LinkedIn,

@@ -189,7 +189,7 @@ func (s *Server) logged(ctx context.Context, person, done string, e entry) strin
 // the tool runs, but an HTTP client holding a token could otherwise
 // publish with nobody asked.
 func (s *Server) mayPublish(ctx context.Context, tool, person string) error {
-	if !overHTTP(ctx) || !slices.Contains(PublishingTools(), tool) || s.auto[person] {
+	if !overHTTP(ctx) || !slices.Contains(PublishingTools(), tool) || s.auto(person) {
 		return nil
 	}
 	return failf("publishing to LinkedIn from the HTTP MCP endpoint (/mcp) needs approval: %s's posts, comments and replies are published only from a chat session, where %s approves each one (or, without asking, for persons an administrator has set to publish automatically). Reading comments works here.", person, person)

@@ -25,6 +25,15 @@ type Spec struct {
 	// SDKMCPServers are MCP servers hosted by this process, answered through
 	// mcp_message control requests.
 	SDKMCPServers []string
+	// MCPServers are more MCP servers, started by the CLI: name to the
+	// entry as in .mcp.json's mcpServers. They are passed in the same
+	// --mcp-config as the SDK servers.
+	MCPServers map[string]json.RawMessage
+	// PluginDirs are plugin folders loaded for the session only
+	// (--plugin-dir): the way skills reach a CLI that loads no settings.
+	PluginDirs []string
+	// Settings is a settings JSON passed as --settings when set.
+	Settings string
 	// Hooks are registered in the initialize request.
 	Hooks map[string][]HookMatcher
 	// Model is passed as --model when set.
@@ -71,13 +80,22 @@ func (s Spec) Args(resume string) []string {
 	if s.PermissionMode != "" {
 		args = append(args, "--permission-mode="+s.PermissionMode)
 	}
-	if len(s.SDKMCPServers) > 0 {
+	if len(s.SDKMCPServers)+len(s.MCPServers) > 0 {
 		servers := map[string]any{}
+		for name, entry := range s.MCPServers {
+			servers[name] = entry
+		}
 		for _, name := range s.SDKMCPServers {
 			servers[name] = map[string]string{"type": "sdk", "name": name}
 		}
 		cfg, _ := json.Marshal(map[string]any{"mcpServers": servers})
 		args = append(args, "--mcp-config="+string(cfg))
+	}
+	for _, d := range s.PluginDirs {
+		args = append(args, "--plugin-dir="+d)
+	}
+	if s.Settings != "" {
+		args = append(args, "--settings="+s.Settings)
 	}
 	if s.Model != "" {
 		args = append(args, "--model="+s.Model)

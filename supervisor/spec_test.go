@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -14,6 +15,9 @@ func TestArgsJoinEveryValueToItsFlag(t *testing.T) {
 		PermissionMode:  "-default",
 		SDKMCPServers:   []string{"linkedin"},
 		Model:           "-model",
+		MCPServers:      map[string]json.RawMessage{"cal": json.RawMessage(`{"command":"-cal"}`)},
+		PluginDirs:      []string{"-plugins"},
+		Settings:        `{"disableBundledSkills":true}`,
 	}
 	args := spec.Args("-resume-id")
 	// Each flag that takes a value carries it after "=", in one argument.
@@ -21,7 +25,8 @@ func TestArgsJoinEveryValueToItsFlag(t *testing.T) {
 		"--input-format": "stream-json", "--output-format": "stream-json", "--permission-prompt-tool": "stdio",
 		"--system-prompt": "-starts with a dash", "--tools": "-Read,Write", "--allowedTools": "-Read",
 		"--disallowedTools": "-Bash", "--permission-mode": "-default", "--model": "-model", "--resume": "-resume-id",
-		"--mcp-config": `{"mcpServers":{"linkedin":{"name":"linkedin","type":"sdk"}}}`,
+		"--mcp-config": `{"mcpServers":{"cal":{"command":"-cal"},"linkedin":{"name":"linkedin","type":"sdk"}}}`,
+		"--plugin-dir": "-plugins", "--settings": `{"disableBundledSkills":true}`,
 	} {
 		found := false
 		for _, a := range args {

@@ -29,6 +29,53 @@ func defaultStateDir(getenv func(string) string) string {
 	return filepath.Join(os.TempDir(), "major-state")
 }
 
+// defaultConfigDir is where the session configuration is read from
+// unless --config-dir says otherwise: the user's configuration directory
+// ($XDG_CONFIG_HOME/major, else ~/.config/major), never the vault.
+func defaultConfigDir(getenv func(string) string) string {
+	if d := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "major")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".config", "major")
+	}
+	return filepath.Join(os.TempDir(), "major-config")
+}
+
+// vaultRepository is the top of the git repository the vault root is in
+// (the vault root itself when git cannot tell): every file in it can come
+// from a pushed commit.
+func vaultRepository(ctx context.Context, vaultRoot string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "-C", vaultRoot, "rev-parse", "--show-toplevel").Output()
+	if top := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(top) {
+		return top
+	}
+	return vaultRoot
+}
+
+// checkConfigDir refuses a configuration directory that overlaps the
+// state directory: the server writes there, and configuration is only
+// ever written by the server's owner. (config.Open refuses one that
+// overlaps the vault.)
+func checkConfigDir(configDir, stateDir string) error {
+	conf, err := realPath(configDir)
+	if err != nil {
+		return err
+	}
+	state, err := realPath(stateDir)
+	if err != nil {
+		return err
+	}
+	for _, pair := range [][2]string{{conf, state}, {state, conf}} {
+		if rel, err := filepath.Rel(pair[0], pair[1]); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("--config-dir %s and --state-dir %s overlap; the server writes the state directory and only reads the configuration", configDir, stateDir)
+		}
+	}
+	return nil
+}
+
 // checkPersons refuses a configuration naming a person who cannot have a
 // folder in the vault: a name that is not plain, or a folder the server
 // already uses for something else.

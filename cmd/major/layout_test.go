@@ -23,9 +23,17 @@ func TestDefaultStateDirIsOutsideTheVault(t *testing.T) {
 	if c.StateDir != "/home/x/.local/state/major" {
 		t.Fatalf("state dir %q", c.StateDir)
 	}
+	if c.ConfigDir != "/home/x/.config/major" {
+		t.Fatalf("config dir %q", c.ConfigDir)
+	}
 	env["XDG_STATE_HOME"] = "/xdg"
-	if c, _ = parseFlags(nil, func(k string) string { return env[k] }, io.Discard); c.StateDir != "/xdg/major" {
-		t.Fatalf("state dir %q", c.StateDir)
+	env["XDG_CONFIG_HOME"] = "/xdgc"
+	if c, _ = parseFlags(nil, func(k string) string { return env[k] }, io.Discard); c.StateDir != "/xdg/major" || c.ConfigDir != "/xdgc/major" {
+		t.Fatalf("state dir %q config dir %q", c.StateDir, c.ConfigDir)
+	}
+	env["MAJOR_CONFIG_DIR"] = "/etc/major"
+	if c, _ = parseFlags(nil, func(k string) string { return env[k] }, io.Discard); c.ConfigDir != "/etc/major" {
+		t.Fatalf("config dir %q", c.ConfigDir)
 	}
 }
 
@@ -41,8 +49,29 @@ func TestRefusesUnsafeLayout(t *testing.T) {
 		li      string
 		auto    string
 		state   func(vault string) string
-		want    string
+		// conf makes the configuration directory (default: an empty
+		// folder of its own) given the vault and the state directory.
+		conf func(vault, state string) string
+		want string
 	}{
+		{name: "config in the vault repository", persons: `["sebastian"]`, conf: func(v, _ string) string { return filepath.Join(v, ".major") }, want: "overlaps the vault repository"},
+		{name: "config linked into the vault", persons: `["sebastian"]`, conf: func(v, _ string) string {
+			link := filepath.Join(t.TempDir(), "link")
+			if err := os.Symlink(filepath.Join(v, "sebastian"), link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}, want: "overlaps the vault repository"},
+		{name: "config in the state dir", persons: `["sebastian"]`, conf: func(_, s string) string { return filepath.Join(s, "config") }, want: "overlap"},
+		{name: "state in the config dir", persons: `["sebastian"]`, conf: func(_, s string) string { return filepath.Dir(s) }, want: "overlap"},
+		{name: "broken config file", persons: `["sebastian"]`, conf: func(_, s string) string {
+			c := filepath.Join(t.TempDir(), "persons", "sebastian")
+			if err := os.MkdirAll(c, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(c, "config.json"), `{"publishing": "sometimes"}`)
+			return filepath.Dir(filepath.Dir(c))
+		}, want: `persons/sebastian/config.json: publishing "sometimes"`},
 		{name: "person claude", persons: `["sebastian", "claude"]`, want: `person "claude" cannot be served`},
 		{name: "linkedin person claude", persons: `["sebastian"]`, li: `{"claude": {"access_token": "x", "author": "urn:li:person:x"}}`, want: "--linkedin-config"},
 		{name: "auto-publish claude", persons: `["sebastian"]`, auto: "claude", want: "--linkedin-auto-publish"},
@@ -70,8 +99,12 @@ func TestRefusesUnsafeLayout(t *testing.T) {
 			if tc.state != nil {
 				state = tc.state(vault)
 			}
+			conf := filepath.Join(dir, "config")
+			if tc.conf != nil {
+				conf = tc.conf(vault, state)
+			}
 			args := []string{"serve", "--addr", "127.0.0.1:0", "--vault-root", vault, "--state-dir", state,
-				"--claude", bin, "--auth-file", auth}
+				"--config-dir", conf, "--claude", bin, "--auth-file", auth}
 			if tc.li != "" {
 				li := filepath.Join(dir, "li.json")
 				writeFile(t, li, tc.li)

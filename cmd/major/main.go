@@ -57,6 +57,7 @@ type config struct {
 	Addr           string
 	VaultRoot      string
 	StateDir       string
+	ConfigDir      string
 	Claude         string
 	AuthFile       string
 	LinkedInAPI    string
@@ -130,6 +131,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "address to listen on (MAJOR_ADDR)")
 	fs.StringVar(&c.VaultRoot, "vault-root", "", "git repository holding one folder per person (MAJOR_VAULT_ROOT)")
 	fs.StringVar(&c.StateDir, "state-dir", "", "where sessions and event logs are kept, outside every person's folder (MAJOR_STATE_DIR; default $XDG_STATE_HOME/major or ~/.local/state/major)")
+	fs.StringVar(&c.ConfigDir, "config-dir", "", "the server's and each person's session configuration, outside the vault (MAJOR_CONFIG_DIR; default $XDG_CONFIG_HOME/major or ~/.config/major)")
 	fs.StringVar(&c.Claude, "claude", "", "claude binary (MAJOR_CLAUDE; default: the project's pinned install, then claude on PATH)")
 	fs.StringVar(&c.AuthFile, "auth-file", "", `JSON {"tokens": {"<token>": ["person", ...]}} (MAJOR_AUTH_FILE)`)
 	fs.StringVar(&c.LinkedInAPI, "linkedin-api", "https://api.linkedin.com", "LinkedIn REST API base URL (MAJOR_LINKEDIN_API)")
@@ -171,6 +173,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if c.StateDir == "" {
 		c.StateDir = defaultStateDir(getenv)
+	}
+	if c.ConfigDir == "" {
+		c.ConfigDir = defaultConfigDir(getenv)
 	}
 	switch {
 	case c.MaxProcesses < 0:

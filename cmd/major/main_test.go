@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -29,6 +30,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(probeEnv) != "" {
+		if err := serveProbe(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
@@ -97,7 +105,7 @@ func startModel(tb testing.TB, respond scriptedmodel.Responder, extra ...string)
 	writeFile(tb, liFile, `{"sebastian": {"access_token": "li-token-sebastian", "author": "urn:li:person:seb"}}`)
 	state := filepath.Join(dir, "state")
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--vault-root", env.VaultRoot,
-		"--state-dir", state, "--claude", env.Binary, "--auth-file", authFile,
+		"--state-dir", state, "--config-dir", filepath.Join(dir, "config"), "--claude", env.Binary, "--auth-file", authFile,
 		"--linkedin-api", li.URL, "--linkedin-config", liFile, "--log-level", "debug"}, extra...)
 	return launch(tb, env, li, state, args, testEnviron(env))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/assembly"
+	sessionconfig "github.com/majorhq/major/config"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/linkedin"
@@ -69,6 +70,14 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 			return fmt.Errorf("--state-dir %s is inside the vault repository and could not be excluded from git: %w", cfg.StateDir, err)
 		}
 	}
+	if err := checkConfigDir(cfg.ConfigDir, cfg.StateDir); err != nil {
+		return err
+	}
+	settings, err := sessionconfig.Open(sessionconfig.Config{Dir: cfg.ConfigDir, Vault: vaultRepository(ctx, vaultRoot),
+		Rules: assembly.ConfigRules(), Logger: log})
+	if err != nil {
+		return err
+	}
 	childEnv := supervisor.CleanEnv(cfg.Environ)
 	if base := lookup(cfg.Environ)("ANTHROPIC_BASE_URL"); base != "" {
 		log.Warn().Str("anthropic_base_url", base).Msg("the CLI talks to ANTHROPIC_BASE_URL, not the Anthropic API")
@@ -100,10 +109,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 			auto[p] = true
 		}
 	}
+	// Whether a person publishes without asking is the launcher's
+	// decision (configuration over flag), for /mcp as for the chat.
+	var launcher *assembly.Launcher
 	mcp := mcpserver.New(mcpserver.Config{
 		LinkedIn:    linkedin.New(linkedin.Config{BaseURL: cfg.LinkedInAPI, Logger: log}),
 		Accounts:    accounts,
-		AutoPublish: auto,
+		AutoPublish: func(person string) bool { return launcher.AutoPublish(person) },
 		ActivityLog: vault.NewAuditLog(vaultRoot, git),
 		Logger:      log,
 	})
@@ -124,8 +136,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	pool := supervisor.NewPool(supervisor.PoolConfig{Max: cfg.MaxProcesses, MaxPerPerson: cfg.MaxPerPerson, IdleTimeout: cfg.IdleTimeout,
 		SlotWait: cfg.SlotWait, PIDDir: pidDir, Logger: log})
 	defer pool.Close()
-	launcher := assembly.New(assembly.Config{Claude: claude, Env: childEnv, VaultRoot: vaultRoot,
+	launcher = assembly.New(assembly.Config{Claude: claude, Env: childEnv, VaultRoot: vaultRoot,
 		AskTimeout: cfg.AskTimeout, StallTimeout: cfg.StallTimeout, AutoPublish: auto,
+		Settings: settings, SkillsDir: filepath.Join(cfg.StateDir, "skills"),
 		Hooks: hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log}),
 		MCP:   mcp, Pool: pool, Logger: log})
 	store, err := relay.NewStore(cfg.StateDir, log)
@@ -168,7 +181,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		return err
 	}
 	log.Info().Str("addr", "http://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
-		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Msg("major is serving")
+		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
 	return serveHTTP(ctx, ln, api, cfg.ReadTimeout, cfg.KeepAlive, cfg.ShutdownGrace, func() {
 		// Running turns are interrupted and end with their terminal
 		// events while their clients are still connected; then streams
