@@ -200,11 +200,18 @@ func TestChangesApplyWithoutRestart(t *testing.T) {
 	if got := s.For("petra").Model; got != "" {
 		t.Fatalf("petra: %q", got)
 	}
+	w.write(t, "persons/petra/mcp.json", `{"mcpServers":{"x":{}}}`)
+	if probs := s.Check(); len(probs) != 2 || probs[0].Path != filepath.Join(w.dir, "persons/petra/mcp.json") {
+		t.Fatalf("Check: %+v", probs)
+	}
+	if err := os.Remove(filepath.Join(w.dir, "persons/petra/mcp.json")); err != nil {
+		t.Fatal(err)
+	}
 	w.write(t, "persons/sebastian/config.json", `{"model":"three"}`)
 	if got := s.For("sebastian"); got.Model != "three" || got.Prompt != "New section." {
 		t.Fatalf("after the fix: %+v", got)
 	}
-	if probs := s.Problems(); len(probs) != 0 {
+	if probs := s.Check(); len(probs) != 0 {
 		t.Fatalf("problems after the fix: %+v", probs)
 	}
 

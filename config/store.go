@@ -111,7 +111,27 @@ func (s *Store) For(person string) Person {
 	return Merge(s.refresh(ServerLayer), s.refresh(filepath.Join(PersonsDir, person)))
 }
 
-// Problems are the broken files, as of the last For of each layer.
+// Check reads every layer again whose files changed, persons' folders made
+// since included, and returns the broken files.
+func (s *Store) Check() []Problem {
+	s.mu.Lock()
+	keys := []string{ServerLayer}
+	for k := range s.layers {
+		keys = append(keys, k)
+	}
+	ents, _ := os.ReadDir(filepath.Join(s.cfg.Dir, PersonsDir))
+	for _, e := range ents {
+		keys = append(keys, filepath.Join(PersonsDir, e.Name()))
+	}
+	for _, k := range keys {
+		s.refresh(k)
+	}
+	s.mu.Unlock()
+	return s.Problems()
+}
+
+// Problems are the broken files, as of the last For or Check of each
+// layer.
 func (s *Store) Problems() []Problem {
 	s.mu.Lock()
 	defer s.mu.Unlock()

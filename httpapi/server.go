@@ -37,6 +37,9 @@ type Config struct {
 	// Ready reports whether the server can run turns (for /readyz), with
 	// the CLI's version.
 	Ready func(ctx context.Context) (version string, err error)
+	// ConfigProblems counts the broken session configuration files, shown
+	// by /readyz (the paths and reasons are in the log); nil: none.
+	ConfigProblems func() int
 	// Metrics, when set, is served at /metrics.
 	Metrics http.Handler
 	// Static, when set, serves the web client at /.
@@ -229,11 +232,18 @@ func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 10*time.Second)
 	defer cancel()
 	version, err := s.cfg.Ready(ctx)
+	body, status := gin.H{"status": "ready", "claude_version": version}, http.StatusOK
 	if err != nil {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "error": err.Error()})
-		return
+		body, status = gin.H{"status": "not ready", "error": err.Error()}, http.StatusServiceUnavailable
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "claude_version": version})
+	// A broken configuration file does not stop turns (the last good
+	// configuration is in force), so it only shows.
+	if s.cfg.ConfigProblems != nil {
+		if n := s.cfg.ConfigProblems(); n > 0 {
+			body["config_problems"] = n
+		}
+	}
+	c.JSON(status, body)
 }
 
 // validated is a request body that checks itself after decoding.

@@ -210,9 +210,16 @@ func TestBrokenConfigKeepsTheLastGood(t *testing.T) {
 	if logs := s.logs.String(); !strings.Contains(logs, broken) || !strings.Contains(logs, "invalid character") {
 		t.Fatalf("the log does not name the file and the reason:\n%s", logs)
 	}
+	// /readyz shows that something is broken, never where.
+	if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"status":"ready"`) || !strings.Contains(got, `"config_problems":1`) || strings.Contains(got, conf) {
+		t.Fatalf("readyz with a broken file: %s", got)
+	}
 
 	writeConfig(t, conf, map[string]string{"persons/sebastian/config.json": `{"model":"claude-two"}`})
 	if sys, model := system(); !strings.Contains(sys, "SECTION-TWO") || model != "claude-two" {
 		t.Fatalf("after the fix: model %q, system %s", model, sys)
+	}
+	if got := readAll(t, s.req(t, "GET", "/readyz", "")); strings.Contains(got, "config_problems") {
+		t.Fatalf("readyz after the fix: %s", got)
 	}
 }

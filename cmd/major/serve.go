@@ -165,7 +165,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		MCP:        mcp.HTTPHandler(),
 		WithPerson: mcpserver.WithPerson,
 		Ready:      ready.Check,
-		Done:       done,
+		// Configuration files broken since the start show in /readyz.
+		ConfigProblems: func() int { return len(settings.Check()) },
+		Done:           done,
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
 	}
