@@ -125,12 +125,12 @@ type Config struct {
 	AutoPublish map[string]bool
 	// Settings, when set, is read for every new session.
 	Settings Settings
-	// SkillsDir is where a session's configured skills are written for
-	// the CLI to load (a folder of the server's own, such as
-	// state-dir/skills); required when Settings has skills.
-	SkillsDir string
-	Hooks     Hooks
-	MCP       MCP
+	// FilesDir is where the configured skills and MCP servers are written
+	// for the CLI to load: a folder of the server's own, such as
+	// state-dir/session-config; required when Settings has either.
+	FilesDir string
+	Hooks    Hooks
+	MCP      MCP
 	// Pool bounds live processes across sessions; nil: no bound.
 	Pool   *supervisor.Pool
 	Logger zerolog.Logger
@@ -200,10 +200,12 @@ func (l *Launcher) Spec(person string) supervisor.Spec {
 		AllowedTools:   allowed,
 		PermissionMode: PermissionMode,
 		SDKMCPServers:  []string{mcpserver.ServerName},
-		MCPServers:     conf.MCPServers,
 		Hooks:          l.cfg.Hooks.Matchers(),
 		Model:          conf.Model,
 		ExtraArgs:      hooks.IsolationArgs(),
+	}
+	if len(conf.MCPServers) > 0 {
+		l.offerMCPServers(&spec, person, conf.MCPServers)
 	}
 	if len(conf.Skills) > 0 {
 		l.offerSkills(&spec, person, conf.Skills)

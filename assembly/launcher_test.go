@@ -245,12 +245,12 @@ type fakeSettings map[string]config.Person
 func (f fakeSettings) For(person string) config.Person { return f[person] }
 
 func TestSpecFollowsTheConfiguration(t *testing.T) {
-	skillsDir := t.TempDir()
+	filesDir := t.TempDir()
 	mcp := map[string]json.RawMessage{"calendar": json.RawMessage(`{"command":"/usr/bin/cal"}`)}
 	usd := 3.0
 	l := assembly.New(assembly.Config{
 		Claude: "/opt/claude", VaultRoot: t.TempDir(), Hooks: &fakeHooks{}, MCP: fakeMCP{},
-		AutoPublish: map[string]bool{"sebastian": true}, SkillsDir: skillsDir, Logger: zerolog.Nop(),
+		AutoPublish: map[string]bool{"sebastian": true}, FilesDir: filesDir, Logger: zerolog.Nop(),
 		Settings: fakeSettings{
 			"sebastian": {Publishing: config.PublishAsk},
 			"petra": {
@@ -272,7 +272,7 @@ func TestSpecFollowsTheConfiguration(t *testing.T) {
 	if l.AutoPublish("sebastian") || !l.AutoPublish("petra") {
 		t.Errorf("AutoPublish: sebastian %v petra %v", l.AutoPublish("sebastian"), l.AutoPublish("petra"))
 	}
-	if seb.Model != "" || seb.MCPServers != nil || seb.PluginDirs != nil || slices.Contains(seb.Tools, "Skill") {
+	if seb.Model != "" || seb.MCPConfigFiles != nil || seb.PluginDirs != nil || slices.Contains(seb.Tools, "Skill") {
 		t.Errorf("sebastian got petra's configuration: %+v", seb)
 	}
 	if !slices.Contains(seb.ExtraArgs, "--disable-slash-commands") {
@@ -296,8 +296,14 @@ func TestSpecFollowsTheConfiguration(t *testing.T) {
 			t.Errorf("%s asks: %v", tool, petra.AllowedTools)
 		}
 	}
-	if string(petra.MCPServers["calendar"]) != `{"command":"/usr/bin/cal"}` {
-		t.Errorf("mcp servers %v", petra.MCPServers)
+	if len(petra.MCPConfigFiles) != 1 || !strings.HasPrefix(petra.MCPConfigFiles[0], filesDir) {
+		t.Fatalf("mcp config files %v", petra.MCPConfigFiles)
+	}
+	if got, err := os.ReadFile(petra.MCPConfigFiles[0]); err != nil || string(got) != `{"mcpServers":{"calendar":{"command":"/usr/bin/cal"}}}` {
+		t.Errorf("mcp config %s %v", got, err)
+	}
+	if st, err := os.Stat(petra.MCPConfigFiles[0]); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the mcp config can hold tokens, yet its mode is %v (%v)", st.Mode(), err)
 	}
 	if want := []string{"--setting-sources", "", "--strict-mcp-config"}; !slices.Equal(petra.ExtraArgs, want) {
 		t.Errorf("isolation flags %q, want %q (skills on, nothing else loaded)", petra.ExtraArgs, want)
@@ -305,14 +311,14 @@ func TestSpecFollowsTheConfiguration(t *testing.T) {
 	if !strings.Contains(petra.Settings, `"disableBundledSkills":true`) {
 		t.Errorf("settings %q", petra.Settings)
 	}
-	if len(petra.PluginDirs) != 1 || !strings.HasPrefix(petra.PluginDirs[0], skillsDir) || filepath.Base(petra.PluginDirs[0]) != assembly.SkillsPlugin {
+	if len(petra.PluginDirs) != 1 || !strings.HasPrefix(petra.PluginDirs[0], filesDir) || filepath.Base(petra.PluginDirs[0]) != assembly.SkillsPlugin {
 		t.Fatalf("plugin dirs %v", petra.PluginDirs)
 	}
 	got, err := os.ReadFile(filepath.Join(petra.PluginDirs[0], "skills", "cite", "SKILL.md"))
 	if err != nil || string(got) != "---\ndescription: cite\n---\nCite." {
 		t.Fatalf("skill written: %q %v", got, err)
 	}
-	if again := l.Spec("petra"); !slices.Equal(again.PluginDirs, petra.PluginDirs) {
-		t.Errorf("the same skills went to %v, then %v", petra.PluginDirs, again.PluginDirs)
+	if again := l.Spec("petra"); !slices.Equal(again.PluginDirs, petra.PluginDirs) || !slices.Equal(again.MCPConfigFiles, petra.MCPConfigFiles) {
+		t.Errorf("the same configuration went to %v %v, then %v %v", petra.PluginDirs, petra.MCPConfigFiles, again.PluginDirs, again.MCPConfigFiles)
 	}
 }

@@ -25,10 +25,11 @@ type Spec struct {
 	// SDKMCPServers are MCP servers hosted by this process, answered through
 	// mcp_message control requests.
 	SDKMCPServers []string
-	// MCPServers are more MCP servers, started by the CLI: name to the
-	// entry as in .mcp.json's mcpServers. They are passed in the same
-	// --mcp-config as the SDK servers.
-	MCPServers map[string]json.RawMessage
+	// MCPConfigFiles are files of more MCP servers, in .mcp.json format,
+	// started by the CLI; each is one more --mcp-config. A file, not the
+	// command line, so that their env and headers (tokens) are not in the
+	// process list.
+	MCPConfigFiles []string
 	// PluginDirs are plugin folders loaded for the session only
 	// (--plugin-dir): the way skills reach a CLI that loads no settings.
 	PluginDirs []string
@@ -80,16 +81,16 @@ func (s Spec) Args(resume string) []string {
 	if s.PermissionMode != "" {
 		args = append(args, "--permission-mode="+s.PermissionMode)
 	}
-	if len(s.SDKMCPServers)+len(s.MCPServers) > 0 {
+	if len(s.SDKMCPServers) > 0 {
 		servers := map[string]any{}
-		for name, entry := range s.MCPServers {
-			servers[name] = entry
-		}
 		for _, name := range s.SDKMCPServers {
 			servers[name] = map[string]string{"type": "sdk", "name": name}
 		}
 		cfg, _ := json.Marshal(map[string]any{"mcpServers": servers})
 		args = append(args, "--mcp-config="+string(cfg))
+	}
+	for _, f := range s.MCPConfigFiles {
+		args = append(args, "--mcp-config="+f)
 	}
 	for _, d := range s.PluginDirs {
 		args = append(args, "--plugin-dir="+d)

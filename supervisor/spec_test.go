@@ -1,7 +1,7 @@
 package supervisor
 
 import (
-	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,17 +15,20 @@ func TestArgsJoinEveryValueToItsFlag(t *testing.T) {
 		PermissionMode:  "-default",
 		SDKMCPServers:   []string{"linkedin"},
 		Model:           "-model",
-		MCPServers:      map[string]json.RawMessage{"cal": json.RawMessage(`{"command":"-cal"}`)},
+		MCPConfigFiles:  []string{"-mcp.json"},
 		PluginDirs:      []string{"-plugins"},
 		Settings:        `{"disableBundledSkills":true}`,
 	}
 	args := spec.Args("-resume-id")
+	if !slices.Contains(args, "--mcp-config=-mcp.json") {
+		t.Errorf("no --mcp-config=-mcp.json in %q", args)
+	}
 	// Each flag that takes a value carries it after "=", in one argument.
 	for flag, value := range map[string]string{
 		"--input-format": "stream-json", "--output-format": "stream-json", "--permission-prompt-tool": "stdio",
 		"--system-prompt": "-starts with a dash", "--tools": "-Read,Write", "--allowedTools": "-Read",
 		"--disallowedTools": "-Bash", "--permission-mode": "-default", "--model": "-model", "--resume": "-resume-id",
-		"--mcp-config": `{"mcpServers":{"cal":{"command":"-cal"},"linkedin":{"name":"linkedin","type":"sdk"}}}`,
+		"--mcp-config": `{"mcpServers":{"linkedin":{"name":"linkedin","type":"sdk"}}}`,
 		"--plugin-dir": "-plugins", "--settings": `{"disableBundledSkills":true}`,
 	} {
 		found := false

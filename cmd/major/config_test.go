@@ -137,7 +137,7 @@ func TestConfiguredMCPServerAndSkillArePerPerson(t *testing.T) {
 
 	sebTools, sebSystem := modelSaw(s, "sebastian")
 	petraTools, petraSystem := modelSaw(s, "petra")
-	if !slices.Contains(sebTools, "mcp__probe__whereami") || slices.Contains(sebTools, "Skill") {
+	if !slices.Contains(sebTools, "mcp__probe__whereami") || !slices.Contains(sebTools, "mcp__linkedin__linkedin_post") || slices.Contains(sebTools, "Skill") {
 		t.Errorf("sebastian's tools: %v", sebTools)
 	}
 	if slices.ContainsFunc(petraTools, func(n string) bool { return strings.HasPrefix(n, "mcp__probe") }) || !slices.Contains(petraTools, "Skill") {

@@ -138,7 +138,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	defer pool.Close()
 	launcher = assembly.New(assembly.Config{Claude: claude, Env: childEnv, VaultRoot: vaultRoot,
 		AskTimeout: cfg.AskTimeout, StallTimeout: cfg.StallTimeout, AutoPublish: auto,
-		Settings: settings, SkillsDir: filepath.Join(cfg.StateDir, "skills"),
+		Settings: settings, FilesDir: filepath.Join(cfg.StateDir, "session-config"),
 		Hooks: hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log}),
 		MCP:   mcp, Pool: pool, Logger: log})
 	store, err := relay.NewStore(cfg.StateDir, log)
