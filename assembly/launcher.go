@@ -261,6 +261,25 @@ func (l *Launcher) EndTurn(ctx context.Context, person, sessionID string) string
 	return ""
 }
 
+// mcp answers the messages of the SDK MCP server of person's sessions.
+func (l *Launcher) mcp(person string) func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error) {
+	return func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error) {
+		if server != mcpserver.ServerName {
+			return nil, fmt.Errorf("no MCP server named %q", server)
+		}
+		return l.cfg.MCP.HandleMessage(ctx, person, msg)
+	}
+}
+
+// Warm is how person's new sessions start, for the warm pool: the same
+// vault and Spec as Launch, and the MCP server, which the CLI connects to
+// as it starts. Tools, hooks and permissions need a session, so a process
+// gets them once a session takes it.
+func (l *Launcher) Warm(person string) supervisor.WarmLaunch {
+	return supervisor.WarmLaunch{Dir: l.Dir(person), Spec: l.Spec(person),
+		Handlers: supervisor.Handlers{MCPMessage: l.mcp(person)}}
+}
+
 // Launch builds the CLI of a chat, a supervisor session; the process
 // starts with its first turn.
 func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
@@ -281,12 +300,7 @@ func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
 				HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {
 					return l.cfg.Hooks.Handle(ctx, s, req)
 				},
-				MCPMessage: func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error) {
-					if server != mcpserver.ServerName {
-						return nil, fmt.Errorf("no MCP server named %q", server)
-					}
-					return l.cfg.MCP.HandleMessage(ctx, s.Person(), msg)
-				},
+				MCPMessage: l.mcp(p.Person),
 			}
 		},
 		Sink:         p.Sink,

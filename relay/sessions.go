@@ -74,6 +74,9 @@ type RegistryConfig struct {
 	TTL time.Duration
 	// LiveProcesses reports live CLI processes for the metrics.
 	LiveProcesses func() int
+	// Active, when set, is told of a person who lists their sessions or
+	// opens a new one: their client is open and a message may follow.
+	Active func(person string)
 	// MaxPerPerson bounds the sessions one person keeps (each is state on
 	// disk); 0 means no limit.
 	MaxPerPerson int
@@ -442,6 +445,7 @@ func (s *Registry) GetOrCreate(id, person string) (*Session, error) {
 }
 
 func (s *Registry) create(person string) (*Session, error) {
+	s.active(person)
 	s.mu.Lock()
 	n := s.creating[person]
 	for _, c := range s.byID {
@@ -607,8 +611,15 @@ func (s *Registry) Get(id, person string) (*Session, error) {
 	return c, nil
 }
 
+func (s *Registry) active(person string) {
+	if s.cfg.Active != nil {
+		s.cfg.Active(person)
+	}
+}
+
 // List returns the person's sessions, most recently active first.
 func (s *Registry) List(person string) []SessionInfo {
+	s.active(person)
 	s.mu.Lock()
 	var chats []*Session
 	for _, c := range s.byID {

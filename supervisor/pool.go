@@ -59,6 +59,15 @@ type Pool struct {
 	live     map[*Process]*CLI
 	reserved map[string]int // person → slots reserved for processes starting
 	changed  chan struct{}  // closed and replaced whenever a slot frees or a process goes idle
+	waiters  int            // turns waiting for a slot
+
+	// The warm pool: processes waiting for a person's next new session
+	// (see Warm), and when each person was last active.
+	warmCfg WarmConfig
+	warm    map[*warmProc]struct{}
+	active  map[string]time.Time
+
+	starts, warmStarts, taken int64
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
@@ -71,6 +80,7 @@ func NewPool(cfg PoolConfig) *Pool {
 		cfg.SlotWait = 30 * time.Second
 	}
 	p := &Pool{cfg: cfg, log: cfg.Logger, live: map[*Process]*CLI{}, reserved: map[string]int{},
+		warm: map[*warmProc]struct{}{}, active: map[string]time.Time{},
 		changed: make(chan struct{}), stop: make(chan struct{})}
 	if cfg.PIDDir != "" {
 		if err := os.MkdirAll(cfg.PIDDir, 0o700); err != nil {
@@ -85,7 +95,8 @@ func NewPool(cfg PoolConfig) *Pool {
 	return p
 }
 
-// Live is the number of live (or starting) processes.
+// Live is the number of live (or starting) processes, waiting ones
+// included.
 func (p *Pool) Live() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -93,19 +104,24 @@ func (p *Pool) Live() int {
 }
 
 func (p *Pool) totalLocked() int {
-	n := len(p.live)
+	n := len(p.live) + len(p.warm)
 	for _, r := range p.reserved {
 		n += r
 	}
 	return n
 }
 
-// heldLocked is the number of processes (live or starting) of person's
-// sessions.
+// heldLocked is the number of processes (live, starting or waiting in the
+// warm pool) of person's.
 func (p *Pool) heldLocked(person string) int {
 	n := p.reserved[person]
 	for _, s := range p.live {
 		if s.Person() == person {
+			n++
+		}
+	}
+	for w := range p.warm {
+		if w.person == person {
 			n++
 		}
 	}
@@ -118,6 +134,14 @@ func (p *Pool) acquire(ctx context.Context, self *CLI) error {
 	timer := time.NewTimer(p.cfg.SlotWait)
 	defer timer.Stop()
 	waiting := false
+	p.mu.Lock()
+	p.waiters++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.waiters--
+		p.mu.Unlock()
+	}()
 	for {
 		p.mu.Lock()
 		full := p.cfg.Max > 0 && p.totalLocked() >= p.cfg.Max
@@ -133,7 +157,23 @@ func (p *Pool) acquire(ctx context.Context, self *CLI) error {
 		if capped {
 			owner = person
 		}
+		// A process waiting in the warm pool goes first: it holds no
+		// conversation. Its slot passes to this turn at once, and the
+		// turn's process starts once it is gone.
+		if w := p.evictWarmLocked(owner); w != nil {
+			p.reserved[person]++
+			p.mu.Unlock()
+			p.log.Info().Str("person", w.person).Str("session", self.ID()).Msg("stopped a waiting claude to free a slot")
+			w.stop()
+			return nil
+		}
+		starting := p.startingWarmLocked(owner)
 		victims := p.idleLocked(self, owner)
+		if starting {
+			// One of the warm pool's is about to be ready, and then
+			// evictable: wait for it rather than stop a session's.
+			victims = nil
+		}
 		changed := p.changed
 		p.mu.Unlock()
 
@@ -199,7 +239,13 @@ func (p *Pool) started(proc *Process, s *CLI) {
 	p.mu.Lock()
 	p.release(s.Person())
 	p.live[proc] = s
+	p.starts++
 	p.mu.Unlock()
+	p.recordPid(proc)
+}
+
+// recordPid records a live process group for CleanOrphans.
+func (p *Pool) recordPid(proc *Process) {
 	if p.cfg.PIDDir != "" {
 		_ = os.WriteFile(filepath.Join(p.cfg.PIDDir, strconv.Itoa(proc.Pid())), []byte(proc.cfg.Path+"\n"), 0o600)
 	}
@@ -209,6 +255,11 @@ func (p *Pool) started(proc *Process, s *CLI) {
 func (p *Pool) exited(proc *Process) {
 	p.mu.Lock()
 	delete(p.live, proc)
+	for w := range p.warm {
+		if w.proc == proc {
+			delete(p.warm, w)
+		}
+	}
 	p.signalLocked()
 	p.mu.Unlock()
 	if p.cfg.PIDDir != "" {
@@ -255,10 +306,21 @@ func (p *Pool) reap() {
 	}
 }
 
-// Close stops the reaper; it does not stop processes (their sessions do).
+// Close stops the reaper and the warm pool, and every process still
+// waiting for a session; the processes sessions hold are theirs to stop.
 func (p *Pool) Close() {
 	p.once.Do(func() { close(p.stop) })
 	p.stopped.Wait()
+	p.mu.Lock()
+	var waiting []*warmProc
+	for w := range p.warm {
+		waiting = append(waiting, w)
+		delete(p.warm, w)
+	}
+	p.mu.Unlock()
+	for _, w := range waiting {
+		w.stop()
+	}
 }
 
 // CleanOrphans kills the process groups a previous server recorded in

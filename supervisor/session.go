@@ -191,8 +191,17 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 	turn := s.turn
 	s.lastActivity = time.Now()
 	needSlot := s.proc == nil && s.cfg.Pool != nil
+	fresh := s.cliSessionID == ""
 	s.mu.Unlock()
 
+	if s.cfg.Pool != nil {
+		s.cfg.Pool.Touch(s.Person())
+	}
+	// A new conversation starts in a process the warm pool started for
+	// it, when there is one.
+	if needSlot && fresh && s.adopt() {
+		needSlot = false
+	}
 	// A turn that needs a process waits for a slot before it starts, so a
 	// full server answers "busy" instead of a turn that fails.
 	if needSlot {
@@ -220,6 +229,49 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 		s.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
 	}
 	return nil
+}
+
+// adopt makes a ready process of the warm pool this session's and reports
+// whether it did. The process started without --resume: its conversation
+// becomes the session's, and its id is recorded from the turn's first
+// message like any other.
+func (s *CLI) adopt() bool {
+	w := s.cfg.Pool.take(s)
+	if w == nil {
+		return false
+	}
+	var h Handlers
+	if s.cfg.Handlers != nil {
+		h = s.cfg.Handlers(s)
+	}
+	if !w.bind(s, h) {
+		// It exited after it was taken; the pool has forgotten it.
+		return false
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.proc = w.proc
+	}
+	s.mu.Unlock()
+	if closed {
+		_ = w.proc.Close()
+		return false
+	}
+	select {
+	case <-w.proc.Done():
+		// It exited before it was ours: onExit did not see it as this
+		// session's process.
+		s.mu.Lock()
+		if s.proc == w.proc {
+			s.proc = nil
+		}
+		s.mu.Unlock()
+		return false
+	default:
+	}
+	s.log.Info().Int("pid", w.proc.Pid()).Msg("took a started claude from the warm pool")
+	return true
 }
 
 // ensureProcess returns the live process, starting (and initializing) one

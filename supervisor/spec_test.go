@@ -51,3 +51,33 @@ func TestArgsJoinEveryValueToItsFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestFingerprintCoversTheLaunch(t *testing.T) {
+	base := func() Spec {
+		return Spec{Binary: "/bin/true", Env: []string{"A=1"}, SystemPrompt: "p", Tools: []string{"Read"},
+			Hooks: map[string][]HookMatcher{"PreToolUse": {{Matcher: "Read", HookCallbackIDs: []string{"h"}}}}}
+	}
+	fp := base().Fingerprint("/v/sebastian")
+	if again := base().Fingerprint("/v/sebastian"); again != fp {
+		t.Fatal("the same launch gave two fingerprints")
+	}
+	changes := map[string]func(*Spec, *string){
+		"dir":     func(_ *Spec, dir *string) { *dir = "/v/petra" },
+		"binary":  func(s *Spec, _ *string) { s.Binary = "/bin/false" },
+		"env":     func(s *Spec, _ *string) { s.Env = []string{"A=2"} },
+		"prompt":  func(s *Spec, _ *string) { s.SystemPrompt = "q" },
+		"tools":   func(s *Spec, _ *string) { s.Tools = []string{"Read", "Write"} },
+		"allowed": func(s *Spec, _ *string) { s.AllowedTools = []string{"Read"} },
+		"hooks":   func(s *Spec, _ *string) { s.Hooks["PreToolUse"][0].Matcher = "Write" },
+		"mcp":     func(s *Spec, _ *string) { s.SDKMCPServers = []string{"linkedin"} },
+		"model":   func(s *Spec, _ *string) { s.Model = "m" },
+		"args":    func(s *Spec, _ *string) { s.ExtraArgs = []string{"--strict-mcp-config"} },
+	}
+	for name, change := range changes {
+		s, dir := base(), "/v/sebastian"
+		change(&s, &dir)
+		if s.Fingerprint(dir) == fp {
+			t.Errorf("a changed %s kept the fingerprint", name)
+		}
+	}
+}

@@ -72,8 +72,11 @@ type config struct {
 	// applies the default, half of MaxProcesses rounded up.
 	MaxPerPerson int
 	IdleTimeout  time.Duration
-	SlotWait     time.Duration
-	SessionTTL   time.Duration
+	// Warm is how many started processes wait for each recently active
+	// person's next new chat.
+	Warm       int
+	SlotWait   time.Duration
+	SessionTTL time.Duration
 	// SessionsPerPerson bounds the sessions one person keeps.
 	SessionsPerPerson int
 	// ReadTimeout bounds reading a request (headers and body);
@@ -144,6 +147,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.MaxProcesses, "max-processes", 8, "most claude processes alive at once, about 200 MB each (MAJOR_MAX_PROCESSES; 0: no limit)")
 	fs.IntVar(&c.MaxPerPerson, "max-processes-per-person", 0, "most claude processes one person's chats hold at once, so others always get one (MAJOR_MAX_PROCESSES_PER_PERSON; default: half of --max-processes, rounded up)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 15*time.Minute, "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
+	fs.IntVar(&c.Warm, "warm-processes", 1, "claude processes started ahead, in free slots, for each recently active person's next new chat (MAJOR_WARM_PROCESSES; 0: none)")
 	fs.DurationVar(&c.SlotWait, "slot-wait", 30*time.Second, "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*24*time.Hour, "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
 	fs.IntVar(&c.SessionsPerPerson, "max-sessions-per-person", 200, "most chat sessions one person keeps; a new one beyond gets 429 (MAJOR_MAX_SESSIONS_PER_PERSON; 0: no limit)")
@@ -184,6 +188,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, errors.New("--max-processes-per-person (MAJOR_MAX_PROCESSES_PER_PERSON) must be at least 1")
 	case c.MaxPerPerson == 0 && c.MaxProcesses > 0:
 		c.MaxPerPerson = (c.MaxProcesses + 1) / 2
+	}
+	if c.Warm < 0 {
+		return c, errors.New("--warm-processes (MAJOR_WARM_PROCESSES) must be 0 (none) or more")
 	}
 	switch {
 	case c.SessionsPerPerson < 0:

@@ -141,12 +141,15 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Settings: settings, FilesDir: filepath.Join(cfg.StateDir, "session-config"),
 		Hooks: hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log}),
 		MCP:   mcp, Pool: pool, Logger: log})
+	// New chats of the persons active lately start in processes started
+	// ahead for them; Close stops those still waiting.
+	pool.Warm(supervisor.WarmConfig{PerPerson: cfg.Warm, Launch: launcher.Warm})
 	store, err := relay.NewStore(cfg.StateDir, log)
 	if err != nil {
 		return err
 	}
 	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
-		LiveProcesses: pool.Live, TurnEnd: launcher.EndTurn, Logger: log})
+		LiveProcesses: pool.Live, Active: pool.Touch, TurnEnd: launcher.EndTurn, Logger: log})
 	if err != nil {
 		return err
 	}
