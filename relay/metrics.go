@@ -27,6 +27,7 @@ type Metrics struct {
 
 	sessions func() (sessions, subscribers int)
 	live     func() int
+	waiting  func() int
 }
 
 // turnBuckets are the turn duration histogram's bounds, in seconds: turns
@@ -66,15 +67,19 @@ func (m *Metrics) write(w io.Writer) {
 	if m.sessions != nil {
 		sessions, subs = m.sessions()
 	}
-	live := 0
+	live, waiting := 0, 0
 	if m.live != nil {
 		live = m.live()
+	}
+	if m.waiting != nil {
+		waiting = m.waiting()
 	}
 	metric := func(name, kind, help string, v any) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, kind, name, v)
 	}
 	metric("major_sessions", "gauge", "Chat sessions held by the server.", sessions)
 	metric("major_claude_processes", "gauge", "Live claude CLI processes.", live)
+	metric("major_claude_waiting_processes", "gauge", "Claude CLI processes started ahead, ready for a new chat (counted in major_claude_processes too).", waiting)
 	metric("major_subscribers", "gauge", "Clients attached to session streams.", subs)
 	metric("major_turns_total", "counter", "Turns ended.", m.turns.Load())
 	metric("major_turn_errors_total", "counter", "Turns that ended with an error.", m.turnErrors.Load())

@@ -72,8 +72,10 @@ type RegistryConfig struct {
 	// TTL expires sessions idle for longer, at start-up and whenever
 	// Expire runs; 0 keeps them forever.
 	TTL time.Duration
-	// LiveProcesses reports live CLI processes for the metrics.
-	LiveProcesses func() int
+	// LiveProcesses reports live CLI processes for the metrics, and
+	// WaitingProcesses those of them ready for a new chat.
+	LiveProcesses    func() int
+	WaitingProcesses func() int
 	// Active, when set, is told of a person who lists their sessions or
 	// opens a new one: their client is open and a message may follow.
 	Active func(person string)
@@ -131,6 +133,7 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	s := &Registry{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Session), creating: map[string]int{}, metrics: newMetrics()}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.metrics.live = cfg.LiveProcesses
+	s.metrics.waiting = cfg.WaitingProcesses
 	s.metrics.sessions = s.counts
 	if cfg.Store == nil {
 		return s, nil

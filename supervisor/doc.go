@@ -2,7 +2,8 @@
 // chat session in stream-json mode, with its control protocol (initialize,
 // permission and hook callbacks, SDK MCP messages, interrupt), resume after
 // a stop or a crash, stall detection, and a Pool that bounds how many
-// processes run at once (per person too) and stops idle ones.
+// processes run at once (per person too), stops idle ones and keeps
+// processes started ahead for persons' next new sessions (the warm pool).
 //
 // It knows nothing of HTTP, clients, vaults or persons' policies: what a
 // session's CLI may do comes from its Spec, the answers to the CLI's

@@ -64,6 +64,9 @@ type warmProc struct {
 	// nil while it starts.
 	proc  *Process
 	since time.Time
+	// exited is closed once the process is gone and the pool has
+	// forgotten it (its pid record included).
+	exited chan struct{}
 
 	mu   sync.Mutex
 	cli  *CLI
@@ -168,6 +171,19 @@ func (p *Pool) Stats() PoolStats {
 	return PoolStats{Live: p.totalLocked(), Warm: len(p.warm), Starts: p.starts, WarmStarts: p.warmStarts, Taken: p.taken}
 }
 
+// Waiting is the number of processes ready for a new session.
+func (p *Pool) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for w := range p.warm {
+		if w.proc != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // WarmPids lists the pids of person's processes that are ready for a new
 // session.
 func (p *Pool) WarmPids(person string) []int {
@@ -257,7 +273,7 @@ func (w *warmProc) stop() {
 		return
 	}
 	w.proc.Kill()
-	<-w.proc.Done()
+	<-w.exited
 }
 
 // warmLoop keeps the warm pool filled: for each recently active person,
@@ -380,6 +396,7 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 // starting) already; once ready, sessions can take it.
 func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 	w.h = l.Handlers
+	w.exited = make(chan struct{})
 	var proc *Process
 	started := make(chan struct{})
 	proc, err := StartProcess(ProcessConfig{
@@ -396,6 +413,7 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 		},
 		OnExit: func(err error) {
 			<-started
+			defer close(w.exited)
 			p.exited(proc)
 			w.mu.Lock()
 			w.gone = true
@@ -419,7 +437,7 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 	defer cancel()
 	if _, err := proc.Request(ictx, "initialize", l.Spec.initializeBody()); err != nil {
 		proc.Kill()
-		<-proc.Done()
+		<-w.exited
 		return fmt.Errorf("initialize: %w", err)
 	}
 	p.mu.Lock()
@@ -433,7 +451,7 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 	p.mu.Unlock()
 	if w.proc == nil {
 		proc.Kill()
-		<-proc.Done()
+		<-w.exited
 		return errors.New("the pool stopped")
 	}
 	p.log.Info().Int("pid", proc.Pid()).Str("person", w.person).Msg("a claude waits for the next new session")

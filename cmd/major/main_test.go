@@ -473,9 +473,14 @@ func TestShutdownEndsTurnsAndProcesses(t *testing.T) {
 	evLines := bufio.NewScanner(events.Body)
 	for evLines.Scan() && !strings.Contains(evLines.Text(), "tick") {
 	}
-	pids, _ := os.ReadDir(filepath.Join(s.logsStateDir(t), "pids"))
-	if len(pids) != 2 {
-		t.Fatalf("%d recorded claude processes, want 2", len(pids))
+	// Two sessions' processes, and one waiting for the person's next new
+	// chat (recorded as it starts).
+	var pids []os.DirEntry
+	for deadline := time.Now().Add(60 * time.Second); len(pids) != 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d recorded claude processes, want 3", len(pids))
+		}
+		pids, _ = os.ReadDir(filepath.Join(s.logsStateDir(t), "pids"))
 	}
 
 	start := time.Now()
@@ -551,7 +556,8 @@ func TestRestartKeepsSessions(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	s := start(t)
+	// No process waits for a new chat: the count is the sessions'.
+	s := start(t, "--warm-processes", "0")
 	readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[say counted]]"}`))
 	readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[status 400]]"}`))
 	got := readAll(t, s.req(t, "GET", "/metrics", ""))

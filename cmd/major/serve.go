@@ -149,7 +149,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		return err
 	}
 	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
-		LiveProcesses: pool.Live, Active: pool.Touch, TurnEnd: launcher.EndTurn, Logger: log})
+		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: launcher.EndTurn, Logger: log})
 	if err != nil {
 		return err
 	}

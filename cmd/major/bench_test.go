@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/assembly"
+	"github.com/majorhq/major/clitest"
+	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/supervisor"
+)
+
+// The benchmarks here time the whole server on the real CLI and the
+// scripted model against the same CLI driven bare, in the same loop, and
+// report medians: x-baseline is the median server time over the median
+// bare time. Run them with a fixed count of iterations (-benchtime=7x).
+
+// bareCLI is the CLI as a program would drive it without the server:
+// the sessions' prompt, tools and isolation flags, no hooks and no MCP
+// server (those need a host), started and initialised on its own.
+type bareCLI struct {
+	proc *supervisor.Process
+	msgs chan *supervisor.Message
+}
+
+func startBare(tb testing.TB, env *clitest.Env) *bareCLI {
+	tb.Helper()
+	spec := supervisor.Spec{
+		Binary:         env.Binary,
+		Env:            env.ChildEnv(),
+		SystemPrompt:   assembly.SystemPrompt(env.Vault("sebastian")),
+		Tools:          append(assembly.FileTools(), assembly.WebTools()...),
+		AllowedTools:   append(assembly.FileTools(), assembly.WebTools()...),
+		PermissionMode: assembly.PermissionMode,
+		ExtraArgs:      hooks.IsolationArgs(),
+	}
+	c := &bareCLI{msgs: make(chan *supervisor.Message, 4096)}
+	proc, err := supervisor.StartProcess(supervisor.ProcessConfig{
+		Path: spec.Binary, Args: spec.Args(""), Dir: env.Vault("sebastian"), Env: spec.Env,
+		OnMessage: func(m *supervisor.Message) { c.msgs <- m },
+		Logger:    zerolog.Nop(),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.proc = proc
+	tb.Cleanup(func() { _ = proc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := proc.Request(ctx, "initialize", map[string]any{"hooks": map[string]any{}, "sdkMcpServers": []string{}}); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// turn sends text and returns the times from t0 (zero: the send) to the
+// first text delta and to the result.
+func (c *bareCLI) turn(tb testing.TB, text string, t0 time.Time) (first, end time.Duration) {
+	tb.Helper()
+	if t0.IsZero() {
+		t0 = time.Now()
+	}
+	if err := c.proc.SendUser(text); err != nil {
+		tb.Fatal(err)
+	}
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for {
+		select {
+		case m := <-c.msgs:
+			if first == 0 && m.Type == "stream_event" && strings.Contains(string(m.Raw), `"text_delta"`) {
+				first = time.Since(t0)
+			}
+			if m.Type == "result" {
+				return first, time.Since(t0)
+			}
+		case <-timeout.C:
+			tb.Fatal("bare CLI: no result within a minute")
+		}
+	}
+}
+
+// chatTurn posts a chat-stream message and returns the session id, the time
+// to the first text line and the time to done.
+func (s *server) chatTurn(tb testing.TB, sessionID, text string) (id string, first, end time.Duration) {
+	tb.Helper()
+	body, _ := json.Marshal(map[string]string{"message": text, "session_id": sessionID})
+	t0 := time.Now()
+	resp := s.req(tb, "POST", "/api/claude/chat-stream", string(body))
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		var raw map[string]any
+		_ = json.Unmarshal(lines.Bytes(), &raw)
+		switch raw["type"] {
+		case "text":
+			if first == 0 {
+				first = time.Since(t0)
+			}
+		case "done":
+			id, _ = raw["session_id"].(string)
+			return id, first, time.Since(t0)
+		case "error":
+			tb.Fatalf("turn failed: %s", lines.Text())
+		}
+	}
+	tb.Fatalf("stream ended without done: %v", lines.Err())
+	return "", 0, 0
+}
+
+// metric reads one value of the server's /metrics.
+func (s *server) metric(tb testing.TB, name string) int {
+	tb.Helper()
+	for _, line := range strings.Split(readAll(tb, s.req(tb, "GET", "/metrics", "")), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var n int
+			fmt.Sscan(v, &n)
+			return n
+		}
+	}
+	tb.Fatalf("no metric %s", name)
+	return 0
+}
+
+func (s *server) waitMetric(tb testing.TB, name string, want int) {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for s.metric(tb, name) != want {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s did not reach %d", name, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func reportRatio(b *testing.B, server, bare []time.Duration) {
+	b.ReportMetric(float64(median(server))/float64(median(bare)), "x-baseline")
+	b.ReportMetric(float64(median(server).Microseconds())/1000, "server-ms")
+	b.ReportMetric(float64(median(bare).Microseconds())/1000, "bare-ms")
+}
+
+// BenchmarkNewChatFirstText times a new chat's first text through the
+// server (chat-stream without a session id, by a person whose client is
+// open, so a started CLI waits for them) against a bare CLI started for
+// that turn: start, initialize, the message, its first text delta.
+func BenchmarkNewChatFirstText(b *testing.B) {
+	s := start(b)
+	// The client lists the person's chats as it opens.
+	readAll(b, s.req(b, "GET", "/api/claude/sessions", ""))
+	var server, bare []time.Duration
+	for b.Loop() {
+		s.waitMetric(b, "major_claude_waiting_processes", 1)
+		id, first, _ := s.chatTurn(b, "", "[[say hello]]")
+		server = append(server, first)
+		// The chat is done with: its process frees its slot.
+		readAll(b, s.req(b, "POST", "/api/claude/clear", `{"session_id":"`+id+`"}`))
+
+		t0 := time.Now()
+		c := startBare(b, s.env)
+		first, _ = c.turn(b, "[[say hello]]", t0)
+		bare = append(bare, first)
+		_ = c.proc.Close()
+	}
+	reportRatio(b, server, bare)
+}
+
+// BenchmarkFollowUpTurn times a follow-up turn (message to done) of a chat
+// whose CLI runs, through the server, against the same turn on a bare
+// running CLI.
+func BenchmarkFollowUpTurn(b *testing.B) {
+	s := start(b, "--warm-processes", "0")
+	id, _, _ := s.chatTurn(b, "", "[[say first]]")
+	c := startBare(b, s.env)
+	c.turn(b, "[[say first]]", time.Time{})
+	var server, bare []time.Duration
+	for b.Loop() {
+		_, _, end := s.chatTurn(b, id, "[[say again]]")
+		server = append(server, end)
+		_, end = c.turn(b, "[[say again]]", time.Time{})
+		bare = append(bare, end)
+	}
+	reportRatio(b, server, bare)
+}
+
+// BenchmarkResumeFirstText times the first text of a message to a chat
+// whose CLI was stopped for being idle (it resumes with --resume) against
+// the next message of the same chat, whose CLI now runs: what keeping, or
+// resuming ahead, a recently active chat's CLI would save.
+func BenchmarkResumeFirstText(b *testing.B) {
+	s := start(b, "--warm-processes", "0", "--idle-timeout", "1s")
+	id, _, _ := s.chatTurn(b, "", "[[say first]]")
+	var resumed, live []time.Duration
+	for b.Loop() {
+		s.waitMetric(b, "major_claude_processes", 0)
+		_, first, _ := s.chatTurn(b, id, "[[say again]]")
+		resumed = append(resumed, first)
+		_, first, _ = s.chatTurn(b, id, "[[say again]]")
+		live = append(live, first)
+	}
+	reportRatio(b, resumed, live)
+}
