@@ -204,6 +204,12 @@ func (p *Pool) WarmPids(person string) []int {
 // process of the person's with another configuration is stopped; the
 // warm pool starts its replacement.
 func (p *Pool) take(s *CLI) *warmProc {
+	p.mu.Lock()
+	none := len(p.warm) == 0
+	p.mu.Unlock()
+	if none {
+		return nil
+	}
 	fp := s.cfg.Spec.Fingerprint(s.cfg.Dir)
 	p.mu.Lock()
 	var got *warmProc
