@@ -21,6 +21,7 @@ import (
 //	[[status 429 N]]        rate limited, with retry-after N seconds
 //	[[drop]] / [[malformed]] break the stream mid-message
 //	[[hang]]                start the message, then send nothing
+//	[[cost N]]              answer, reporting N input tokens of usage
 //
 // A message with no directive gets a short offline answer, and a request
 // that carries tool results is answered "RESULT<<...>>" with their text, so
@@ -86,6 +87,9 @@ func Script(req Request) Reply {
 		return Reply{Blocks: []ReplyBlock{{Text: "partial answer that never ends"}}, Drop: true}
 	case "hang":
 		return Reply{Hang: true}
+	case "cost":
+		n, _ := strconv.Atoi(strings.TrimSpace(args))
+		return Reply{Blocks: []ReplyBlock{{Text: "an expensive answer"}}, InputTokens: n}
 	case "malformed":
 		return Reply{Blocks: []ReplyBlock{{Text: "partial answer"}}, Malformed: true}
 	}

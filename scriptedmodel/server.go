@@ -36,6 +36,9 @@ type Reply struct {
 	// Hang starts the message and then sends nothing more until the
 	// client goes away: a model that stalls.
 	Hang bool
+	// InputTokens is the usage the message reports for its input
+	// (0: 10), so a test can make a turn as expensive as it likes.
+	InputTokens int
 }
 
 // ReplyBlock is a text block or, when Name is set, a tool_use block.
@@ -189,8 +192,15 @@ func (s *Server) wholeMessage(req Request, reply Reply) map[string]any {
 	return map[string]any{
 		"id": s.nextID("msg"), "type": "message", "role": "assistant", "model": modelOf(req),
 		"content": content, "stop_reason": stop, "stop_sequence": nil,
-		"usage": map[string]int{"input_tokens": 10, "output_tokens": 10},
+		"usage": map[string]int{"input_tokens": reply.inputTokens(), "output_tokens": 10},
 	}
+}
+
+func (r Reply) inputTokens() int {
+	if r.InputTokens > 0 {
+		return r.InputTokens
+	}
+	return 10
 }
 
 // stream writes the reply as the API's server-sent events.
@@ -229,7 +239,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 	msgID := s.nextID("msg")
 	if !send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": msgID, "type": "message", "role": "assistant", "model": modelOf(req), "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 10, "output_tokens": 1},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": reply.inputTokens(), "output_tokens": 1},
 	}}) {
 		return
 	}
