@@ -73,9 +73,20 @@ func ConfigRules() config.Rules {
 	}
 }
 
-// PermissionMode is the CLI's permission mode for every session: file
-// edits are accepted, any other tool outside the allowed set is asked.
+// PermissionMode is the CLI's permission mode a session starts in: file
+// edits are accepted, any other tool outside the allowed set is asked. A
+// person may switch a session to default or plan (relay.PermissionModes);
+// in every mode the vault guard decides first, in its PreToolUse hook.
 const PermissionMode = "acceptEdits"
+
+// Limits bound what a person's turns may cost: per session and per day in
+// USD, and the agent turns of one message; a zero field is no limit. The
+// relay enforces them with the CLI's own flags and figures.
+type Limits = relay.Limits
+
+// FileCheckpointing is the CLI's setting that keeps a checkpoint of every
+// file its tools change, per message, so a rewind can restore them.
+const FileCheckpointing = "CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING=true"
 
 // Hooks is what a session needs of the hook callbacks: the matchers to
 // register, the callback answers, and the end of a turn (leases released,
@@ -132,8 +143,10 @@ type Config struct {
 	Hooks    Hooks
 	MCP      MCP
 	// Pool bounds live processes across sessions; nil: no bound.
-	Pool   *supervisor.Pool
-	Logger zerolog.Logger
+	Pool *supervisor.Pool
+	// LimitsFor gives each person's limits; nil: none.
+	LimitsFor func(person string) Limits
+	Logger    zerolog.Logger
 }
 
 // Launcher builds each chat's supervisor session; it is the relay's
@@ -159,7 +172,8 @@ func New(cfg Config) *Launcher {
 func (l *Launcher) Dir(person string) string { return filepath.Join(l.cfg.VaultRoot, person) }
 
 // Spec is the CLI specification of person's sessions: the seed's tools
-// plus AskUserQuestion, the file and web tools allowed, the LinkedIn tools
+// plus AskUserQuestion and ExitPlanMode (in plan mode, the plan the person
+// approves), the file and web tools allowed, the LinkedIn tools
 // allowed except the publishing ones (unless the person auto-publishes),
 // the hooks, the SDK MCP server and the isolation flags; then what the
 // configuration changes: tools taken away, added or allowed, more MCP
@@ -174,7 +188,7 @@ func (l *Launcher) Spec(person string) supervisor.Spec {
 		return slices.DeleteFunc(tools, func(t string) bool { return off[t] })
 	}
 	linkedIn := mcpserver.QualifiedNames(mcpserver.ToolNames())
-	tools := keep(append(append(append(FileTools(), WebTools()...), "AskUserQuestion"), linkedIn...))
+	tools := keep(append(append(append(FileTools(), WebTools()...), "AskUserQuestion", "ExitPlanMode"), linkedIn...))
 	allowed := keep(append(FileTools(), WebTools()...))
 	for _, t := range linkedIn {
 		if !l.publishing[t] || l.autoPublish(person, conf) {
@@ -194,7 +208,7 @@ func (l *Launcher) Spec(person string) supervisor.Spec {
 	}
 	spec := supervisor.Spec{
 		Binary:         l.cfg.Claude,
-		Env:            l.cfg.Env,
+		Env:            append(append([]string(nil), l.cfg.Env...), FileCheckpointing),
 		SystemPrompt:   prompt,
 		Tools:          tools,
 		AllowedTools:   allowed,
@@ -280,6 +294,30 @@ func (l *Launcher) Warm(person string) supervisor.WarmLaunch {
 		Handlers: supervisor.Handlers{MCPMessage: l.mcp(person)}}
 }
 
+// Limits are person's limits, for the relay.
+func (l *Launcher) Limits(person string) relay.Limits {
+	if l.cfg.LimitsFor == nil {
+		return relay.Limits{}
+	}
+	return l.cfg.LimitsFor(person)
+}
+
+// VetRewind lets a rewind restore only files inside the person's folder
+// that a tool of theirs could write (vault.Guard.Rewindable).
+func (l *Launcher) VetRewind(person string, files []string) ([]string, error) {
+	return vault.Guard{VaultRoot: l.cfg.VaultRoot}.Rewindable(person, files)
+}
+
+// Rewound commits the files a rewind restored in person's folder; a git
+// failure is the status the person reads, never a failed rewind.
+func (l *Launcher) Rewound(ctx context.Context, person, sessionID, messageID string) string {
+	if err := l.cfg.Hooks.CommitTurn(ctx, person, sessionID); err != nil {
+		l.log.Warn().Err(err).Str("session", sessionID).Str("message", messageID).Msg("commit of a rewind failed")
+		return vault.Explain(err)
+	}
+	return ""
+}
+
 // Launch builds the CLI of a chat, a supervisor session; the process
 // starts with its first turn.
 func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
@@ -288,11 +326,18 @@ func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
 		l.log.Error().Err(err).Str("dir", dir).Msg("create the person's vault folder")
 	}
 	policy := l.Policy()
+	settings := p.Settings
+	if settings.PermissionMode == "" {
+		settings.PermissionMode = PermissionMode
+	}
 	return supervisor.NewCLI(supervisor.CLIConfig{
 		ID:           p.ID,
 		Person:       p.Person,
 		Dir:          dir,
 		CLISessionID: p.CLISessionID,
+		Fork:         p.Fork,
+		ResumeAt:     p.ResumeAt,
+		Settings:     settings,
 		Spec:         l.Spec(p.Person),
 		Handlers: func(s *supervisor.CLI) supervisor.Handlers {
 			return supervisor.Handlers{

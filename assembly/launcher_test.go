@@ -78,9 +78,10 @@ func newLauncher(tb testing.TB, h assembly.Hooks, autoPublish ...string) (*assem
 }
 
 // seedTools are the tools of shared/seeds/000 (the LinkedIn ones as the
-// CLI names them) plus AskUserQuestion: no shell, no other tool.
+// CLI names them) plus AskUserQuestion and ExitPlanMode: no shell, no
+// other tool.
 var seedTools = []string{
-	"AskUserQuestion", "Edit", "Glob", "Grep", "Read", "WebFetch", "WebSearch", "Write",
+	"AskUserQuestion", "Edit", "ExitPlanMode", "Glob", "Grep", "Read", "WebFetch", "WebSearch", "Write",
 	"mcp__linkedin__linkedin_post", "mcp__linkedin__linkedin_post_comment",
 	"mcp__linkedin__linkedin_read_comments", "mcp__linkedin__linkedin_reply_comment",
 }
@@ -128,6 +129,9 @@ func TestSpec(t *testing.T) {
 			if allowed["AskUserQuestion"] {
 				t.Errorf("AskUserQuestion is in the allowed set: its answers would never reach the person")
 			}
+			if allowed["ExitPlanMode"] {
+				t.Errorf("ExitPlanMode is in the allowed set: a plan would run without the person's approval")
+			}
 			for _, tool := range publishingTools {
 				if allowed[tool] != tc.autoPublish {
 					t.Errorf("%s allowed without asking: %v, want %v", tool, allowed[tool], tc.autoPublish)
@@ -152,7 +156,7 @@ func TestSpec(t *testing.T) {
 			if len(spec.Hooks["PreToolUse"]) != 1 || spec.Hooks["PreToolUse"][0].HookCallbackIDs[0] != "guard" {
 				t.Errorf("hooks %+v are not the hooks' matchers", spec.Hooks)
 			}
-			if spec.Binary != "/opt/claude" || !slices.Equal(spec.Env, []string{"HOME=/home/major"}) {
+			if spec.Binary != "/opt/claude" || !slices.Equal(spec.Env, []string{"HOME=/home/major", assembly.FileCheckpointing}) {
 				t.Errorf("binary %q env %q", spec.Binary, spec.Env)
 			}
 		})

@@ -168,3 +168,97 @@ func (r *permissionRequest) validate() error {
 type emptyRequest struct{}
 
 func (*emptyRequest) fromForm(url.Values) error { return nil }
+
+// modelRequest switches a session's model.
+type modelRequest struct {
+	Model string `json:"model"`
+}
+
+func (r *modelRequest) fromForm(v url.Values) error {
+	r.Model = v.Get("model")
+	return nil
+}
+
+func (r *modelRequest) validate() error {
+	if strings.TrimSpace(r.Model) == "" {
+		return badRequest("model is required")
+	}
+	return nil
+}
+
+// permissionModeRequest sets a session's permission mode.
+type permissionModeRequest struct {
+	Mode string `json:"mode"`
+}
+
+func (r *permissionModeRequest) fromForm(v url.Values) error {
+	r.Mode = v.Get("mode")
+	return nil
+}
+
+func (r *permissionModeRequest) validate() error {
+	if r.Mode == "" {
+		return badRequest("mode is required")
+	}
+	return nil
+}
+
+// thinkingRequest sets a session's thinking budget.
+type thinkingRequest struct {
+	MaxThinkingTokens *int `json:"max_thinking_tokens"`
+}
+
+func (r *thinkingRequest) fromForm(v url.Values) error {
+	s := v.Get("max_thinking_tokens")
+	if s == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return badRequest("max_thinking_tokens must be a whole number")
+	}
+	r.MaxThinkingTokens = &n
+	return nil
+}
+
+func (r *thinkingRequest) validate() error {
+	if r.MaxThinkingTokens == nil {
+		return badRequest("max_thinking_tokens is required (0: the default)")
+	}
+	return nil
+}
+
+// rewindRequest rewinds a session to before one of the person's messages.
+type rewindRequest struct {
+	MessageID string `json:"message_id"`
+	DryRun    bool   `json:"dry_run"`
+	// Files defaults to true; Conversation to false.
+	Files        *bool `json:"files"`
+	Conversation bool  `json:"conversation"`
+}
+
+func (r *rewindRequest) fromForm(v url.Values) (err error) {
+	r.MessageID = v.Get("message_id")
+	if r.DryRun, err = formBool(v, "dry_run"); err != nil {
+		return err
+	}
+	if v.Get("files") != "" {
+		f, err := formBool(v, "files")
+		if err != nil {
+			return err
+		}
+		r.Files = &f
+	}
+	r.Conversation, err = formBool(v, "conversation")
+	return err
+}
+
+func (r *rewindRequest) validate() error {
+	if r.MessageID == "" {
+		return badRequest("message_id is required: the id of one of your messages (turn-N-user)")
+	}
+	if r.Files != nil && !*r.Files && !r.Conversation {
+		return badRequest("nothing to rewind: files is false and conversation is not true")
+	}
+	return nil
+}

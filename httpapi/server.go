@@ -108,6 +108,13 @@ func NewServer(cfg Config) *Server {
 	api.POST("/sessions/:id/interrupt", s.interrupt)
 	api.POST("/sessions/:id/answer", s.answer)
 	api.POST("/sessions/:id/permission", s.permission)
+	api.GET("/sessions/:id", s.getSession)
+	api.POST("/sessions/:id/model", s.setModel)
+	api.POST("/sessions/:id/permission-mode", s.setPermissionMode)
+	api.POST("/sessions/:id/thinking", s.setThinking)
+	api.POST("/sessions/:id/fork", s.fork)
+	api.POST("/sessions/:id/rewind", s.rewind)
+	api.GET("/usage", s.usage)
 
 	if cfg.MCP != nil {
 		mcp := func(c *gin.Context) {
@@ -162,6 +169,18 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, msg = http.StatusConflict, "that request was already answered"
 	case errors.Is(err, relay.ErrGone):
 		status, msg = http.StatusGone, "events before that seq are no longer kept; attach with after=0"
+	case errors.Is(err, relay.ErrOverBudget):
+		// 402: the message is refused until the budget renews (a new day,
+		// a new chat), not until some time passes, as 429 would say.
+		status, msg = http.StatusPaymentRequired, err.Error()
+	case errors.Is(err, relay.ErrBadSetting):
+		status, msg = http.StatusBadRequest, strings.TrimPrefix(err.Error(), relay.ErrBadSetting.Error()+": ")
+	case errors.Is(err, relay.ErrRefused):
+		status, msg = http.StatusUnprocessableEntity, err.Error()
+	case errors.Is(err, relay.ErrNoCheckpoint):
+		status, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, vault.ErrOutsideVault):
+		status, msg = http.StatusForbidden, err.Error()
 	case errors.Is(err, relay.ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, supervisor.ErrPersonBusy):
 		status, msg = http.StatusServiceUnavailable, err.Error()
 		c.Header("Retry-After", "5")
@@ -581,6 +600,11 @@ func (s *Server) postMessage(c *gin.Context) {
 	if !s.bind(c, &req) {
 		return
 	}
+	// Over budget now: refused at once, never queued.
+	if err := s.cfg.Registry.Admit(chat); err != nil {
+		s.fail(c, err)
+		return
+	}
 	seq := chat.Stream().Seq()
 	t, err := s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{})
 	if err != nil {
@@ -694,4 +718,112 @@ func (s *Server) messages(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "messages": chat.Messages()})
+}
+
+// getSession describes one session, as the sessions list does.
+func (s *Server) getSession(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, chat.Info())
+}
+
+// setModel switches the model of the session's next turns.
+func (s *Server) setModel(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	var req modelRequest
+	if !s.bind(c, &req) {
+		return
+	}
+	if err := chat.SetModel(c.Request.Context(), req.Model); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, chat.Info())
+}
+
+// setPermissionMode sets the permission mode of the session's next turns.
+func (s *Server) setPermissionMode(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	var req permissionModeRequest
+	if !s.bind(c, &req) {
+		return
+	}
+	if err := chat.SetPermissionMode(c.Request.Context(), req.Mode); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, chat.Info())
+}
+
+// setThinking sets the thinking budget of the session's next turns.
+func (s *Server) setThinking(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	var req thinkingRequest
+	if !s.bind(c, &req) {
+		return
+	}
+	if err := chat.SetThinking(c.Request.Context(), *req.MaxThinkingTokens); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, chat.Info())
+}
+
+// fork makes a new session that continues the conversation.
+func (s *Server) fork(c *gin.Context) {
+	if err := decodeOptional(c, s.cfg.MaxBody); err != nil {
+		s.fail(c, err)
+		return
+	}
+	chat, err := s.cfg.Registry.Fork(c.Param("id"), personOf(c))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, chat.Info())
+}
+
+// rewind restores the files the agent changed since a message, and the
+// conversation to before it when asked.
+func (s *Server) rewind(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	var req rewindRequest
+	if !s.bind(c, &req) {
+		return
+	}
+	res, err := s.cfg.Registry.Rewind(c.Request.Context(), chat, relay.RewindRequest{MessageID: req.MessageID, DryRun: req.DryRun,
+		Files: req.Files == nil || *req.Files, Conversation: req.Conversation})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, res)
+}
+
+// usage sums the person's turns per day.
+func (s *Server) usage(c *gin.Context) {
+	days := 7
+	if v := c.Query("days"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 366 {
+			s.fail(c, badRequest("days must be a whole number from 1 to 366"))
+			return
+		}
+		days = n
+	}
+	c.JSON(http.StatusOK, s.cfg.Registry.Usage(personOf(c), days))
 }

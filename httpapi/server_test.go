@@ -15,6 +15,7 @@ import (
 	"github.com/majorhq/major/httpapi/httpapitest"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/relay/relaytest"
+	"github.com/majorhq/major/supervisor"
 )
 
 // These tests run the HTTP API against the real router and the real
@@ -35,15 +36,26 @@ type harnessOpts struct {
 	// reply answers each turn's message (see scriptedReply); nil keeps
 	// every turn open until it is interrupted.
 	reply func(message string) (reply string, end bool)
+	// usage is what each turn the fake ends reports using; limits bound
+	// every person's spending.
+	usage  *supervisor.Usage
+	limits relay.Limits
+	// setup adjusts each fake CLI.
+	setup func(*relaytest.CLI)
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
 	tb.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
 	fakes := &relaytest.Launcher{New: func(relay.SessionParams) *relaytest.CLI {
-		return &relaytest.CLI{AutoReply: o.reply}
+		f := &relaytest.CLI{AutoReply: o.reply, Usage: o.usage}
+		if o.setup != nil {
+			o.setup(f)
+		}
+		return f
 	}}
-	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: fakes, Logger: log})
+	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: fakes, Logger: log,
+		Limits: func(string) relay.Limits { return o.limits }})
 	if err != nil {
 		tb.Fatal(err)
 	}

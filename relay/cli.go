@@ -21,6 +21,18 @@ type CLI interface {
 	State() supervisor.State
 	// CLISessionID is the CLI's id for the conversation, to resume it.
 	CLISessionID() string
+	// Settings are the model, permission mode, thinking budget and limits
+	// the next turns run with; Configure replaces them (a live CLI gets
+	// the change at once; the CLI's refusal is the error).
+	Settings() supervisor.Settings
+	Configure(ctx context.Context, set supervisor.Settings) error
+	// RewindFiles restores (dryRun: lists) the files the CLI changed
+	// since the message with that CLI id; supervisor.ErrBusy during a turn.
+	RewindFiles(ctx context.Context, messageID string, dryRun bool) (supervisor.RewindResult, error)
+	// ResumeAt makes the next turn continue the conversation from the
+	// entry with that CLI id, dropping what came after it; "" starts a
+	// fresh conversation. supervisor.ErrBusy during a turn.
+	ResumeAt(entry string) error
 	// Close stops the CLI for good.
 	Close() error
 }

@@ -57,9 +57,15 @@ type (
 // turnSummary is how a turn ended, on its done or error event.
 type turnSummary struct {
 	// Outcome is success, interrupted or error.
-	Outcome    string   `json:"outcome,omitempty"`
-	CostUSD    *float64 `json:"cost_usd,omitempty"`
-	DurationMS int64    `json:"duration_ms,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	// CostUSD is what the turn cost (all its API requests), when the CLI
+	// said; SessionCostUSD what the session has cost so far.
+	CostUSD        *float64 `json:"cost_usd,omitempty"`
+	SessionCostUSD *float64 `json:"session_cost_usd,omitempty"`
+	DurationMS     int64    `json:"duration_ms,omitempty"`
+	// Usage is the turn's tokens, agent turns and API time, summed over
+	// its requests.
+	Usage *supervisor.Usage `json:"usage,omitempty"`
 }
 
 // The seed's key sets, for compatBody.
@@ -118,10 +124,49 @@ type (
 		Type  string          `json:"type"`
 		Event json.RawMessage `json:"event"`
 	}
-	// turnStartEvent opens a turn with the person's message.
+	// turnStartEvent opens a turn with the person's message. The CLI's
+	// ids are for rewinding: its id of the message, and of the last entry
+	// of the conversation before it.
 	turnStartEvent struct {
+		Type         string `json:"type"`
+		Message      string `json:"message"`
+		CLIMessageID string `json:"cli_message_id,omitempty"`
+		CLIParentID  string `json:"cli_parent_id,omitempty"`
+	}
+	// settingsEvent is the session's settings after a change, by a
+	// person or by the CLI (plan mode ends when a plan is approved).
+	settingsEvent struct {
+		Type              string `json:"type"`
+		Model             string `json:"model,omitempty"`
+		PermissionMode    string `json:"permission_mode,omitempty"`
+		MaxThinkingTokens int    `json:"max_thinking_tokens,omitempty"`
+	}
+	// rateLimitEvent is the CLI's news about the account's rate-limit
+	// window (rate_limit_event).
+	rateLimitEvent struct {
+		Type string `json:"type"`
+		// Status is allowed, allowed_warning or rejected.
+		Status string `json:"status"`
+		// Window is five_hour, seven_day, ...; ResetsAt its end (unix s).
+		Window      string   `json:"window,omitempty"`
+		ResetsAt    int64    `json:"resets_at,omitempty"`
+		Utilization *float64 `json:"utilization,omitempty"`
+	}
+	// refusedEvent is a message that never reached the model.
+	refusedEvent struct {
 		Type    string `json:"type"`
+		QueueID string `json:"queue_id"`
 		Message string `json:"message"`
+		Kind    string `json:"kind"`
+		Error   string `json:"error"`
+	}
+	// rewoundEvent is a rewind of the session to before a message.
+	rewoundEvent struct {
+		Type         string   `json:"type"`
+		MessageID    string   `json:"message_id"`
+		Turn         int      `json:"turn"`
+		Files        []string `json:"files"`
+		Conversation bool     `json:"conversation"`
 	}
 	// toolResultEvent is what a tool call (the tool event with the same
 	// id) returned, as text.
@@ -178,6 +223,10 @@ func (errorEvent) eventType() string      { return "error" }
 func (cliEvent) eventType() string        { return "cli" }
 func (turnStartEvent) eventType() string  { return "turn_start" }
 func (toolResultEvent) eventType() string { return "tool_result" }
+func (settingsEvent) eventType() string   { return "settings" }
+func (rateLimitEvent) eventType() string  { return "rate_limit" }
+func (refusedEvent) eventType() string    { return "refused" }
+func (rewoundEvent) eventType() string    { return "rewound" }
 
 // translator turns one session's supervisor events into relay events. It
 // keeps what the compat format needs across lines: which API messages had
@@ -190,6 +239,11 @@ type translator struct {
 	started   time.Time           // when the open turn started
 	apiErr    *supervisor.Message // the CLI's message for a failed API call
 	lastRetry *supervisor.Message // the CLI's last retry notice
+	// lastEntry is the CLI's id of the conversation's last assistant
+	// message, the entry a rewind of the next turn resumes at.
+	lastEntry string
+	// spent is what the session's turns cost in all.
+	spent float64
 }
 
 func newTranslator(sessionID string) *translator {
@@ -209,7 +263,8 @@ func (t *translator) translate(ev supervisor.Event) []out {
 		clear(t.streamed)
 		clear(t.tools)
 		t.started, t.apiErr, t.lastRetry = ev.Time, nil, nil
-		return []out{{body: turnStartEvent{Type: "turn_start", Message: ev.Text}, beginTurn: true}}
+		return []out{{body: turnStartEvent{Type: "turn_start", Message: ev.Text, CLIMessageID: ev.MessageID, CLIParentID: t.lastEntry},
+			beginTurn: true}}
 	case supervisor.EventNotice:
 		return []out{{body: statusEvent{Type: "status", Message: ev.Text}}}
 	case supervisor.EventTurnEnd:
@@ -227,6 +282,10 @@ func (t *translator) cli(m *supervisor.Message) []out {
 		return outs
 	}
 	switch m.Type {
+	case "rate_limit_event":
+		if e, ok := rateLimit(m.RateLimitInfo); ok {
+			outs = append(outs, out{body: e})
+		}
 	case "system":
 		if m.Subtype == "api_retry" {
 			t.lastRetry = m
@@ -254,6 +313,9 @@ func (t *translator) cli(m *supervisor.Message) []out {
 		}
 		if m.Message == nil {
 			break
+		}
+		if m.UUID != "" {
+			t.lastEntry = m.UUID
 		}
 		for _, b := range m.Message.Content {
 			switch b.Type {
@@ -311,8 +373,10 @@ func (t *translator) turnEnd(ev supervisor.Event) []out {
 	if !t.started.IsZero() && !ev.Time.Before(t.started) {
 		sum.DurationMS = ev.Time.Sub(t.started).Milliseconds()
 	}
-	if ev.Msg != nil {
-		sum.CostUSD = ev.Msg.TotalCostUSD
+	if u := ev.Usage; u != nil {
+		t.spent += u.CostUSD
+		cost, spent := u.CostUSD, t.spent
+		sum.CostUSD, sum.SessionCostUSD, sum.Usage = &cost, &spent, u
 	}
 	var f failure
 	switch {
@@ -329,6 +393,20 @@ func (t *translator) turnEnd(ev supervisor.Event) []out {
 	}
 	sum.Outcome = "error"
 	return []out{{body: f.event(sum), terminal: true}}
+}
+
+// rateLimit is the event for the CLI's rate_limit_info.
+func rateLimit(info json.RawMessage) (rateLimitEvent, bool) {
+	var in struct {
+		Status        string   `json:"status"`
+		ResetsAt      int64    `json:"resetsAt"`
+		RateLimitType string   `json:"rateLimitType"`
+		Utilization   *float64 `json:"utilization"`
+	}
+	if len(info) == 0 || json.Unmarshal(info, &in) != nil || in.Status == "" {
+		return rateLimitEvent{}, false
+	}
+	return rateLimitEvent{Type: "rate_limit", Status: in.Status, Window: in.RateLimitType, ResetsAt: in.ResetsAt, Utilization: in.Utilization}, true
 }
 
 // oneLine folds s to one line of at most n bytes.

@@ -23,6 +23,8 @@ const (
 	kindClosed      = "closed"       // the session was closed during the turn
 	kindRestarted   = "restarted"    // the server restarted during the turn
 	kindFailed      = "failed"       // the turn failed for another reason
+	kindBudget      = "budget"       // the session's or the person's budget is spent
+	kindMaxTurns    = "max_turns"    // the message took the most agent turns one may
 )
 
 // failure is why a turn failed, as clients get it.
@@ -141,9 +143,11 @@ func otherResultFailure(m *supervisor.Message) failure {
 	f := failure{kind: kindFailed}
 	switch m.Subtype {
 	case "error_max_turns":
+		f.kind = kindMaxTurns
 		f.message = "The assistant stopped: this task needed too many steps. Ask for a smaller step."
 	case "error_max_budget_usd":
-		f.message = "The assistant stopped: this turn reached its cost limit."
+		f.kind = kindBudget
+		f.message = "The assistant stopped: the budget is spent."
 	default:
 		f.message = "The assistant could not finish this turn; please try again."
 	}

@@ -16,6 +16,8 @@ type RichMessage struct {
 	ID   string `json:"id"`
 	Role string `json:"role"`
 	Turn int    `json:"turn"`
+	// Rewound marks a message the conversation was rewound to before.
+	Rewound bool `json:"rewound,omitempty"`
 	// Content is the whole text: the person's message, or every text
 	// the assistant wrote in the turn.
 	Content string `json:"content"`
@@ -58,6 +60,18 @@ func (c *Session) Messages() []RichMessage {
 	for _, ev := range c.stream.Events(0) {
 		switch ev.Type {
 		case "turn_start", "text", "tool", "tool_result", "done", "error":
+		case "rewound":
+			// The conversation went back to before that turn: what came
+			// after stays readable, marked.
+			var r rewoundEvent
+			if json.Unmarshal(ev.Line, &r) == nil && r.Conversation {
+				for i := range out {
+					if out[i].Turn >= r.Turn {
+						out[i].Rewound = true
+					}
+				}
+			}
+			continue
 		default:
 			continue
 		}

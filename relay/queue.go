@@ -329,6 +329,10 @@ func (c *Session) startFailed(t *Ticket, err error) *Ticket {
 	if t.announced {
 		c.stream.publishJSON(queueCancelledEvent{Type: "queue_cancelled", QueueID: t.ID, Reason: err.Error()}, false, false)
 	}
+	var over *BudgetError
+	if errors.As(err, &over) {
+		c.stream.publishJSON(refusedEvent{Type: "refused", QueueID: t.ID, Message: t.Message, Kind: kindBudget, Error: over.Error()}, false, false)
+	}
 	q := &c.queue
 	for i, s := range q.sent {
 		if s == t {

@@ -39,6 +39,16 @@ type SessionInfo struct {
 	State        string    `json:"state"`
 	// Queued is how many messages wait for the running turn.
 	Queued int `json:"queued"`
+	// Model and PermissionMode are what the next turn runs with, as far
+	// as known (the CLI reports its default model at a turn's start);
+	// MaxThinkingTokens is the thinking budget (0: the CLI's default).
+	Model             string `json:"model,omitempty"`
+	PermissionMode    string `json:"permission_mode,omitempty"`
+	MaxThinkingTokens int    `json:"max_thinking_tokens,omitempty"`
+	// SpentUSD is what the session's turns have cost so far.
+	SpentUSD float64 `json:"spent_usd"`
+	// ForkedFrom is the session this one was forked from.
+	ForkedFrom string `json:"forked_from,omitempty"`
 }
 
 // SessionParams is what a Launcher needs to start a supervisor session.
@@ -46,7 +56,15 @@ type SessionParams struct {
 	ID           string
 	Person       string
 	CLISessionID string
-	Sink         supervisor.Sink
+	// Fork: the first resume of CLISessionID continues as a new
+	// conversation; ResumeAt: it keeps the conversation only up to that
+	// entry (see supervisor.CLIConfig).
+	Fork     bool
+	ResumeAt string
+	// Settings are the session's model, permission mode and thinking
+	// budget as chosen so far (zero: the launcher's defaults).
+	Settings supervisor.Settings
+	Sink     supervisor.Sink
 	// Session is the relay side of the session, for questions and
 	// permissions that wait for a client.
 	Chat *Session
@@ -92,8 +110,17 @@ type RegistryConfig struct {
 	// QueueLimit bounds the messages waiting in one session; default
 	// DefaultQueueLimit.
 	QueueLimit int
-	Logger     zerolog.Logger
-	Now        func() time.Time
+	// VetRewind checks the files a rewind of person's session would
+	// change (as the CLI names them) and returns them as the person sees
+	// them; an error refuses the rewind. nil: files are never rewound.
+	VetRewind func(person string, files []string) ([]string, error)
+	// Rewound, when set, runs after a rewind restored files (to commit
+	// them); what it returns is the rewind's status for the person.
+	Rewound func(ctx context.Context, person, sessionID, messageID string) (status string)
+	// Limits are each person's budgets and turn bound; nil: none.
+	Limits func(person string) Limits
+	Logger zerolog.Logger
+	Now    func() time.Time
 }
 
 // Registry holds every chat session by id.
@@ -101,6 +128,7 @@ type Registry struct {
 	cfg     RegistryConfig
 	log     zerolog.Logger
 	metrics *Metrics
+	ledger  *ledger
 
 	// ctx ends the starts of queued turns when the registry closes;
 	// starts is those in flight.
@@ -136,8 +164,10 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	s.metrics.waiting = cfg.WaitingProcesses
 	s.metrics.sessions = s.counts
 	if cfg.Store == nil {
+		s.ledger = newLedger("", cfg.Logger)
 		return s, nil
 	}
+	s.ledger = newLedger(cfg.Store.dir, cfg.Logger)
 	loaded, err := cfg.Store.load()
 	if err != nil {
 		return nil, fmt.Errorf("load sessions: %w", err)
@@ -171,11 +201,23 @@ type Session struct {
 	tr           *translator
 	title        string
 	history      []ChatMessage
+	historyAt    map[int]int     // turn → index of its user message in history
 	turnText     strings.Builder // the assistant's text in the open turn
 	lastActivity time.Time
 	turnStarted  time.Time
 	interactive  int
 	asks         *asks
+	// model and mode are the model and permission mode the CLI last
+	// reported running with.
+	model string
+	mode  string
+	// fork, resumeAt: what the next process starts with (see
+	// SessionParams), until a turn of it has completed.
+	fork       bool
+	resumeAt   string
+	forkedFrom string
+	// ledger sums the person's usage per day.
+	ledger *ledger
 	// onTurnEnd starts the turn-end hook for a turn-end event and reports
 	// whether it did (nil: there is none). While it runs, ending is set
 	// and the session's events wait in held, in order.
@@ -301,10 +343,20 @@ func (c *Session) apply(ev supervisor.Event) {
 	if ev.Kind == supervisor.EventTurnStart || ev.Kind == supervisor.EventTurnEnd {
 		c.lastActivity = ev.Time
 	}
+	if ev.Kind == supervisor.EventCLI && ev.Msg != nil && ev.Msg.Type == "system" {
+		c.noteReported(ev.Msg)
+	}
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
 		c.turnStarted = ev.Time
 	case supervisor.EventTurnEnd:
+		if ev.Usage != nil {
+			c.ledger.record(c.Person, ev.Time, ev.Usage)
+		}
+		if ev.Msg != nil && !ev.Msg.IsError {
+			// The process the turn ran on took the fork or rewind.
+			c.fork, c.resumeAt = false, ""
+		}
 		outcome := "done"
 		switch {
 		case ev.Interrupted:
@@ -323,11 +375,23 @@ func (c *Session) apply(ev supervisor.Event) {
 // line. c.mu is held.
 func (c *Session) observe(ev *Event, body typed) {
 	switch {
+	case ev.Type == "rewound":
+		e, ok := body.(rewoundEvent)
+		if !ok {
+			_ = json.Unmarshal(ev.Line, &e)
+		}
+		if at, ok := c.historyAt[e.Turn]; ok && e.Conversation && at <= len(c.history) {
+			c.history = c.history[:at]
+		}
 	case ev.Type == "turn_start":
 		e, ok := body.(turnStartEvent)
 		if !ok {
 			_ = json.Unmarshal(ev.Line, &e)
 		}
+		if c.historyAt == nil {
+			c.historyAt = map[int]int{}
+		}
+		c.historyAt[ev.Turn] = len(c.history)
 		c.history = append(c.history, ChatMessage{Role: "user", Content: e.Message})
 		if c.title == "" {
 			c.title = oneLine(e.Message, 80)
@@ -385,8 +449,7 @@ func (c *Session) persist() {
 	if c.elog == nil {
 		return
 	}
-	c.elog.saveMeta(meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
-		Created: c.Created, LastActivity: c.lastActivity})
+	c.elog.saveMeta(c.meta())
 	if c.store.MaxLogBytes > 0 && c.elog.bytes() > c.store.MaxLogBytes {
 		c.stream.compact(func(events []*Event) []*Event {
 			kept := compactEvents(events, c.store.KeepCLITurns)
@@ -396,6 +459,15 @@ func (c *Session) persist() {
 			return kept
 		})
 	}
+}
+
+// meta is the session's index entry. c.mu is held.
+func (c *Session) meta() meta {
+	set := c.sess.Settings()
+	return meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
+		Created: c.Created, LastActivity: c.lastActivity,
+		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
+		SpentUSD: c.tr.spent, Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.lastEntry}
 }
 
 // History returns a copy of the session's messages.
@@ -409,8 +481,14 @@ func (c *Session) History() []ChatMessage {
 func (c *Session) Info() SessionInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	set := c.sess.Settings()
+	model := set.Model
+	if model == "" {
+		model = c.model
+	}
 	return SessionInfo{ID: c.ID, Title: c.title, Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State()),
-		Queued: len(c.queue.waiting)}
+		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
+		SpentUSD: c.tr.spent, ForkedFrom: c.forkedFrom}
 }
 
 // AttachInteractive counts a client that can answer questions until the
@@ -447,9 +525,11 @@ func (s *Registry) GetOrCreate(id, person string) (*Session, error) {
 	return s.create(person)
 }
 
-func (s *Registry) create(person string) (*Session, error) {
-	s.active(person)
+// reserve counts a session of person's being created, unless they keep
+// as many as one may; unreserve ends that.
+func (s *Registry) reserve(person string) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	n := s.creating[person]
 	for _, c := range s.byID {
 		if c.Person == person {
@@ -457,18 +537,26 @@ func (s *Registry) create(person string) (*Session, error) {
 		}
 	}
 	if s.cfg.MaxPerPerson > 0 && n >= s.cfg.MaxPerPerson {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w (at most %d)", ErrTooManySessions, s.cfg.MaxPerPerson)
+		return fmt.Errorf("%w (at most %d)", ErrTooManySessions, s.cfg.MaxPerPerson)
 	}
 	s.creating[person]++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		if s.creating[person]--; s.creating[person] <= 0 {
-			delete(s.creating, person)
-		}
-		s.mu.Unlock()
-	}()
+	return nil
+}
+
+func (s *Registry) unreserve(person string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.creating[person]--; s.creating[person] <= 0 {
+		delete(s.creating, person)
+	}
+}
+
+func (s *Registry) create(person string) (*Session, error) {
+	s.active(person)
+	if err := s.reserve(person); err != nil {
+		return nil, err
+	}
+	defer s.unreserve(person)
 
 	now := s.cfg.Now()
 	c, err := s.open(meta{ID: uuid.NewString(), Person: person, Created: now, LastActivity: now}, nil)
@@ -491,7 +579,13 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 		log:          s.log.With().Str("session", m.ID).Logger(),
 		metrics:      s.metrics,
 		queue:        turnQueue{limit: s.cfg.QueueLimit},
+		ledger:       s.ledger,
+		model:        m.Model,
+		fork:         m.Fork,
+		resumeAt:     m.ResumeAt,
+		forkedFrom:   m.ForkedFrom,
 	}
+	c.tr.spent, c.tr.lastEntry = m.SpentUSD, m.LastEntry
 	if hook := s.cfg.TurnEnd; hook != nil {
 		run := func() string {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TurnEndTimeout)
@@ -533,7 +627,10 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 	for _, ev := range events {
 		c.observe(ev, nil)
 	}
-	c.sess = s.cfg.Launcher.Launch(SessionParams{ID: m.ID, Person: m.Person, CLISessionID: m.CLISessionID, Sink: c, Chat: c})
+	c.sess = s.cfg.Launcher.Launch(SessionParams{ID: m.ID, Person: m.Person, CLISessionID: m.CLISessionID,
+		Fork: m.Fork, ResumeAt: m.ResumeAt,
+		Settings: supervisor.Settings{Model: m.Model, PermissionMode: m.PermissionMode, MaxThinkingTokens: m.MaxThinkingTokens},
+		Sink:     c, Chat: c})
 	s.mu.Lock()
 	s.byID[m.ID] = c
 	s.mu.Unlock()
@@ -691,6 +788,19 @@ func (s *Registry) Send(ctx context.Context, c *Session, text string) error {
 	if down {
 		return fmt.Errorf("%w: shutting down", ErrUnavailable)
 	}
+	// The budget is checked as the message is about to go to the model:
+	// what the turns before it cost is known by then.
+	budget, turns, err := s.allowance(c)
+	if err != nil {
+		return err
+	}
+	set := c.sess.Settings()
+	if set.BudgetUSD != budget || set.MaxTurns != turns {
+		set.BudgetUSD, set.MaxTurns = budget, turns
+		if err := c.sess.Configure(ctx, set); err != nil {
+			return err
+		}
+	}
 	return c.sess.Send(ctx, text)
 }
 
@@ -780,6 +890,7 @@ func (s *Registry) Close() {
 	s.stop()
 	defer s.starts.Wait()
 	var wg sync.WaitGroup
+	defer s.ledger.close()
 	for _, c := range chats {
 		wg.Add(1)
 		go func() {

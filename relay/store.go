@@ -68,6 +68,20 @@ type meta struct {
 	Title        string    `json:"title,omitempty"`
 	Created      time.Time `json:"created"`
 	LastActivity time.Time `json:"last_activity"`
+	// The settings a person chose for the session.
+	Model             string `json:"model,omitempty"`
+	PermissionMode    string `json:"permission_mode,omitempty"`
+	MaxThinkingTokens int    `json:"max_thinking_tokens,omitempty"`
+	// SpentUSD is what the session's turns have cost.
+	SpentUSD float64 `json:"spent_usd,omitempty"`
+	// Fork and ResumeAt are what the next CLI process starts with, until
+	// one of its turns completes (see SessionParams).
+	Fork       bool   `json:"fork,omitempty"`
+	ResumeAt   string `json:"resume_at,omitempty"`
+	ForkedFrom string `json:"forked_from,omitempty"`
+	// LastEntry is the CLI's id of the conversation's last assistant
+	// message (where a rewind to before the next message resumes).
+	LastEntry string `json:"last_entry,omitempty"`
 }
 
 func (s *Store) sessionDir(id string) string { return filepath.Join(s.dir, "sessions", id) }

@@ -32,6 +32,21 @@ type Message struct {
 	Errors         []string `json:"errors,omitempty"`
 	TotalCostUSD   *float64 `json:"total_cost_usd,omitempty"`
 	DurationMS     int64    `json:"duration_ms,omitempty"`
+	DurationAPIMS  int64    `json:"duration_api_ms,omitempty"`
+	NumTurns       int      `json:"num_turns,omitempty"`
+	// ModelUsage is what the process used per model since it started
+	// (the CLI's total, not the turn's).
+	ModelUsage map[string]ModelUsage `json:"modelUsage,omitempty"`
+
+	// system/init and system/status: the model and permission mode the
+	// CLI runs with now.
+	Model          string `json:"model,omitempty"`
+	PermissionMode string `json:"permissionMode,omitempty"`
+	// UUID identifies an entry of the conversation (assistant and user
+	// messages); --resume-session-at takes one.
+	UUID string `json:"uuid,omitempty"`
+	// rate_limit_event
+	RateLimitInfo json.RawMessage `json:"rate_limit_info,omitempty"`
 
 	// A failed API call: the result and the assistant message the CLI
 	// makes up for it carry the HTTP status and the API's error type; the
@@ -75,6 +90,16 @@ func DecodeMessage(line []byte) (*Message, error) {
 	}
 	m.Raw = line
 	return &m, nil
+}
+
+// ModelUsage is one model's usage as the CLI's result reports it.
+type ModelUsage struct {
+	InputTokens              int64   `json:"inputTokens"`
+	OutputTokens             int64   `json:"outputTokens"`
+	CacheReadInputTokens     int64   `json:"cacheReadInputTokens"`
+	CacheCreationInputTokens int64   `json:"cacheCreationInputTokens"`
+	WebSearchRequests        int64   `json:"webSearchRequests"`
+	CostUSD                  float64 `json:"costUSD"`
 }
 
 // objectOf wraps one field back into an object: {"key":raw}.

@@ -123,14 +123,19 @@ func (p *Process) Request(ctx context.Context, subtype string, body map[string]a
 	return p.router.request(ctx, subtype, body)
 }
 
-// SendUser writes one user message.
-func (p *Process) SendUser(text string) error {
-	return p.writeJSON(map[string]any{
+// SendUser writes one user message; uuid, when set, is its id in the
+// conversation (file checkpoints are keyed by it).
+func (p *Process) SendUser(text, uuid string) error {
+	msg := map[string]any{
 		"type":               "user",
 		"message":            map[string]any{"role": "user", "content": text},
 		"parent_tool_use_id": nil,
 		"session_id":         "",
-	})
+	}
+	if uuid != "" {
+		msg["uuid"] = uuid
+	}
+	return p.writeJSON(msg)
 }
 
 func (p *Process) writeJSON(v any) error {

@@ -2,12 +2,15 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 )
 
@@ -46,6 +49,44 @@ type Event struct {
 	Err         error
 	Interrupted bool
 	Time        time.Time
+	// MessageID is, on EventTurnStart, the id the person's message has in
+	// the CLI's conversation (what RewindFiles takes).
+	MessageID string
+	// Usage is, on EventTurnEnd, what the turn used, when the CLI said.
+	Usage *Usage
+}
+
+// Usage is what one turn used: the sum over every API request of the
+// turn, from the CLI's own figures.
+type Usage struct {
+	CostUSD                  float64               `json:"cost_usd"`
+	InputTokens              int64                 `json:"input_tokens"`
+	OutputTokens             int64                 `json:"output_tokens"`
+	CacheReadInputTokens     int64                 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64                 `json:"cache_creation_input_tokens"`
+	WebSearchRequests        int64                 `json:"web_search_requests,omitempty"`
+	NumTurns                 int                   `json:"num_turns"`
+	DurationMS               int64                 `json:"duration_ms"`
+	APIDurationMS            int64                 `json:"api_duration_ms"`
+	Models                   map[string]ModelUsage `json:"models,omitempty"`
+}
+
+// Settings are the choices of a session that can change between turns.
+// A live process gets a change through the CLI's control requests
+// (set_model, set_permission_mode, set_max_thinking_tokens); a process
+// started later, through its flags. Zero values keep the Spec's.
+type Settings struct {
+	Model          string
+	PermissionMode string
+	// MaxThinkingTokens bounds extended thinking (0: the CLI's default).
+	MaxThinkingTokens int
+	// MaxTurns bounds the agent turns of each message (0: no bound).
+	MaxTurns int
+	// BudgetUSD is what the session may still spend (0: no bound). The
+	// CLI counts its budget from the process's start, so a live process
+	// whose own cap no longer matches is replaced before the next turn
+	// (it resumes the conversation).
+	BudgetUSD float64
 }
 
 // Sink receives a CLI's events in order. Publish must not block.
@@ -78,7 +119,15 @@ type CLIConfig struct {
 	Dir    string
 	// CLISessionID is the CLI's session id to resume, if any.
 	CLISessionID string
-	Spec         Spec
+	// Fork makes the first resume of CLISessionID a new conversation
+	// (--fork-session); ResumeAt keeps the resumed conversation only up
+	// to that entry (--resume-session-at). Both hold until a turn of the
+	// resumed process has completed.
+	Fork     bool
+	ResumeAt string
+	// Settings are the session's settings at start.
+	Settings Settings
+	Spec     Spec
 	// Handlers builds the control handlers for this session.
 	Handlers func(*CLI) Handlers
 	Sink     Sink
@@ -110,6 +159,22 @@ type CLI struct {
 	stallTimer   *time.Timer
 	killTimer    *time.Timer
 	spawning     *Process // started, not yet initialized
+
+	// holding: a rewind uses the process between turns.
+	holding  bool
+	settings Settings
+	fork     bool
+	resumeAt string
+	// What the live process was started with and has spent so far (the
+	// CLI's totals count from its start).
+	procCap   float64
+	procTurns int
+	procCost  float64
+	procUsage map[string]ModelUsage
+	// pending is what the live process was started with that holds until
+	// one of its turns completes (fork, resume-at).
+	pendingFork     bool
+	pendingResumeAt string
 }
 
 // NewCLI returns an idle CLI; no process runs until the first turn.
@@ -122,6 +187,9 @@ func NewCLI(cfg CLIConfig) *CLI {
 		log:          cfg.Logger.With().Str("session", cfg.ID).Str("person", cfg.Person).Logger(),
 		cliSessionID: cfg.CLISessionID,
 		lastActivity: time.Now(),
+		settings:     cfg.Settings,
+		fork:         cfg.Fork,
+		resumeAt:     cfg.ResumeAt,
 	}
 }
 
@@ -181,7 +249,7 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 	case s.closed:
 		s.mu.Unlock()
 		return ErrClosed
-	case s.running:
+	case s.running || s.holding:
 		s.mu.Unlock()
 		return ErrBusy
 	}
@@ -190,16 +258,27 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 	s.turn++
 	turn := s.turn
 	s.lastActivity = time.Now()
+	var stale *Process
+	if s.proc != nil && s.limitsChanged() {
+		// The CLI fixes its limits at start: a new process, resuming
+		// the conversation, runs this turn under the new ones.
+		stale, s.proc = s.proc, nil
+	}
 	needSlot := s.proc == nil && s.cfg.Pool != nil
 	fresh := s.cliSessionID == ""
 	s.mu.Unlock()
+	if stale != nil {
+		if err := stale.Close(); err != nil {
+			s.log.Warn().Err(err).Msg("stop claude for new limits")
+		}
+	}
 
 	if s.cfg.Pool != nil {
 		s.cfg.Pool.Touch(s.Person())
 	}
 	// A new conversation starts in a process the warm pool started for
 	// it, when there is one.
-	if needSlot && fresh && s.adopt() {
+	if needSlot && fresh && s.fitsWarm() && s.adopt() {
 		needSlot = false
 	}
 	// A turn that needs a process waits for a slot before it starts, so a
@@ -212,7 +291,8 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 			return err
 		}
 	}
-	s.publish(Event{Kind: EventTurnStart, Text: text})
+	id := uuid.NewString()
+	s.publish(Event{Kind: EventTurnStart, Text: text, MessageID: id})
 	proc, err := s.ensureProcess(ctx, needSlot)
 	if err == nil {
 		s.mu.Lock()
@@ -223,7 +303,7 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 			return nil
 		}
 		s.touch()
-		err = proc.SendUser(text)
+		err = proc.SendUser(text, id)
 	}
 	if err != nil {
 		s.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
@@ -319,8 +399,57 @@ func resumeFailed(err error) bool {
 	return strings.Contains(err.Error(), "No conversation found")
 }
 
-func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
+// limitsChanged reports whether the live process was started with other
+// limits than the settings ask for now. s.mu is held.
+func (s *CLI) limitsChanged() bool {
+	if s.settings.MaxTurns != s.procTurns {
+		return true
+	}
+	if s.settings.BudgetUSD <= 0 {
+		return s.procCap > 0
+	}
+	left := s.procCap - s.procCost
+	return s.procCap <= 0 || left-s.settings.BudgetUSD > budgetSlack || s.settings.BudgetUSD-left > budgetSlack
+}
+
+// budgetSlack is how far a live process's remaining budget may be from
+// the session's before the process is replaced: a cent.
+const budgetSlack = 0.01
+
+// launchSpec is the Spec a process of this session starts with now: the
+// configured one with the session's settings, and for a resume the fork
+// or rewind still to take.
+func (s *CLI) launchSpec(resume string) Spec {
 	spec := s.cfg.Spec
+	s.mu.Lock()
+	set := s.settings
+	if resume != "" {
+		spec.ForkSession, spec.ResumeAt = s.fork, s.resumeAt
+	}
+	s.mu.Unlock()
+	if set.Model != "" {
+		spec.Model = set.Model
+	}
+	if set.PermissionMode != "" {
+		spec.PermissionMode = set.PermissionMode
+	}
+	if set.MaxThinkingTokens > 0 {
+		spec.MaxThinkingTokens = set.MaxThinkingTokens
+	}
+	spec.MaxTurns, spec.MaxBudgetUSD = set.MaxTurns, set.BudgetUSD
+	return spec
+}
+
+// fitsWarm reports whether a process started with the configured Spec
+// runs this session as it is set now: the warm pool starts its processes
+// with that Spec, so a session with a model, mode, thinking budget or
+// limits of its own starts its own.
+func (s *CLI) fitsWarm() bool {
+	return slices.Equal(s.launchSpec("").Args(""), s.cfg.Spec.Args(""))
+}
+
+func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
+	spec := s.launchSpec(resume)
 	var h Handlers
 	if s.cfg.Handlers != nil {
 		h = s.cfg.Handlers(s)
@@ -378,6 +507,8 @@ func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 	}
 	if err == nil {
 		s.proc = p
+		s.procCap, s.procTurns, s.procCost, s.procUsage = spec.MaxBudgetUSD, spec.MaxTurns, 0, nil
+		s.pendingFork, s.pendingResumeAt = spec.ForkSession, spec.ResumeAt
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -407,6 +538,25 @@ func (s *CLI) onMessage(p *Process, m *Message) {
 	if m.SessionID != "" && (m.Type == "result" || (m.Type == "system" && m.Subtype == "init")) {
 		s.cliSessionID = m.SessionID
 	}
+	if m.Type == "system" && m.PermissionMode != "" && s.settings.PermissionMode != "" {
+		// The CLI changes its mode itself (an approved plan ends plan
+		// mode); the next process starts in the mode it is in now.
+		s.settings.PermissionMode = m.PermissionMode
+	}
+	var usage *Usage
+	if m.Type == "result" {
+		usage = s.turnUsage(m)
+		if !m.IsError {
+			// The conversation the process was started on is now on
+			// disk: a later resume continues it as it is.
+			if s.pendingFork {
+				s.fork, s.pendingFork = false, false
+			}
+			if s.pendingResumeAt != "" && s.resumeAt == s.pendingResumeAt {
+				s.resumeAt, s.pendingResumeAt = "", ""
+			}
+		}
+	}
 	turn, running := s.turn, s.running
 	interrupted := s.interrupting
 	s.mu.Unlock()
@@ -414,8 +564,49 @@ func (s *CLI) onMessage(p *Process, m *Message) {
 
 	s.publish(Event{Kind: EventCLI, Msg: m})
 	if m.Type == "result" && running {
-		s.endTurn(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming")
+		s.endTurnUsage(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming", usage)
 	}
+}
+
+// turnUsage is what the turn that m (a result) ends used: the CLI's
+// totals count from the process's start, so the turn's share is the
+// difference from the previous result. s.mu is held.
+func (s *CLI) turnUsage(m *Message) *Usage {
+	if m.TotalCostUSD == nil && m.ModelUsage == nil {
+		return nil
+	}
+	u := &Usage{NumTurns: m.NumTurns, DurationMS: m.DurationMS, APIDurationMS: m.DurationAPIMS}
+	if m.TotalCostUSD != nil {
+		u.CostUSD = max(*m.TotalCostUSD-s.procCost, 0)
+		s.procCost = *m.TotalCostUSD
+	}
+	for name, total := range m.ModelUsage {
+		prev := s.procUsage[name]
+		d := ModelUsage{
+			InputTokens:              total.InputTokens - prev.InputTokens,
+			OutputTokens:             total.OutputTokens - prev.OutputTokens,
+			CacheReadInputTokens:     total.CacheReadInputTokens - prev.CacheReadInputTokens,
+			CacheCreationInputTokens: total.CacheCreationInputTokens - prev.CacheCreationInputTokens,
+			WebSearchRequests:        total.WebSearchRequests - prev.WebSearchRequests,
+			CostUSD:                  max(total.CostUSD-prev.CostUSD, 0),
+		}
+		if d == (ModelUsage{}) {
+			continue
+		}
+		if u.Models == nil {
+			u.Models = map[string]ModelUsage{}
+		}
+		u.Models[name] = d
+		u.InputTokens += d.InputTokens
+		u.OutputTokens += d.OutputTokens
+		u.CacheReadInputTokens += d.CacheReadInputTokens
+		u.CacheCreationInputTokens += d.CacheCreationInputTokens
+		u.WebSearchRequests += d.WebSearchRequests
+	}
+	if m.ModelUsage != nil {
+		s.procUsage = m.ModelUsage
+	}
+	return u
 }
 
 func (s *CLI) onExit(p *Process, err error) {
@@ -445,6 +636,10 @@ func (s *CLI) onExit(p *Process, err error) {
 
 // endTurn closes turn once: a later call for the same turn does nothing.
 func (s *CLI) endTurn(turn int, result *Message, err error, interrupted bool) {
+	s.endTurnUsage(turn, result, err, interrupted, nil)
+}
+
+func (s *CLI) endTurnUsage(turn int, result *Message, err error, interrupted bool, usage *Usage) {
 	s.mu.Lock()
 	if !s.running || s.turn != turn {
 		s.mu.Unlock()
@@ -460,7 +655,7 @@ func (s *CLI) endTurn(turn int, result *Message, err error, interrupted bool) {
 	if err != nil {
 		s.log.Warn().Err(err).Msg("turn ended with an error")
 	}
-	s.publish(Event{Kind: EventTurnEnd, Msg: result, Err: err, Interrupted: interrupted})
+	s.publish(Event{Kind: EventTurnEnd, Msg: result, Err: err, Interrupted: interrupted, Usage: usage})
 	if s.cfg.Pool != nil {
 		s.cfg.Pool.idle()
 	}
@@ -564,6 +759,125 @@ func (s *CLI) Control(ctx context.Context, subtype string, body map[string]any) 
 	return p.Request(ctx, subtype, body)
 }
 
+// Settings are the session's settings now.
+func (s *CLI) Settings() Settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settings
+}
+
+// Configure replaces the session's settings. A live process gets a
+// changed model, permission mode or thinking budget at once, through the
+// CLI's control requests (for its next API request); if the CLI refuses
+// one, the settings stay as they were and the CLI's answer is the error.
+// Limits (turns, budget) take effect at the next turn.
+func (s *CLI) Configure(ctx context.Context, set Settings) error {
+	s.mu.Lock()
+	old := s.settings
+	s.settings = set
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	var err error
+	if set.Model != old.Model && set.Model != "" {
+		_, err = p.Request(ctx, "set_model", map[string]any{"model": set.Model})
+	}
+	if err == nil && set.PermissionMode != old.PermissionMode && set.PermissionMode != "" {
+		_, err = p.Request(ctx, "set_permission_mode", map[string]any{"mode": set.PermissionMode})
+	}
+	if err == nil && set.MaxThinkingTokens != old.MaxThinkingTokens {
+		var n any
+		if set.MaxThinkingTokens > 0 {
+			n = set.MaxThinkingTokens
+		}
+		_, err = p.Request(ctx, "set_max_thinking_tokens", map[string]any{"max_thinking_tokens": n})
+	}
+	if err != nil {
+		s.mu.Lock()
+		if s.settings == set {
+			s.settings = old
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("configure claude: %w", err)
+	}
+	return nil
+}
+
+// ResumeAt makes the next turn continue the conversation from the entry
+// with that id, dropping what came after it (--resume-session-at); ""
+// starts a fresh conversation. The live process, if any, is stopped.
+// ErrBusy while a turn runs.
+func (s *CLI) ResumeAt(entry string) error {
+	s.mu.Lock()
+	if s.running || s.holding {
+		s.mu.Unlock()
+		return ErrBusy
+	}
+	p := s.proc
+	s.proc = nil
+	if entry == "" {
+		s.cliSessionID, s.fork = "", false
+	}
+	s.resumeAt = entry
+	s.mu.Unlock()
+	if p != nil {
+		if err := p.Close(); err != nil {
+			s.log.Warn().Err(err).Msg("stop claude to rewind the conversation")
+		}
+	}
+	return nil
+}
+
+// RewindResult is the CLI's answer to a rewind of its file checkpoints.
+type RewindResult struct {
+	CanRewind    bool     `json:"canRewind"`
+	Error        string   `json:"error,omitempty"`
+	FilesChanged []string `json:"filesChanged,omitempty"`
+	Insertions   int      `json:"insertions,omitempty"`
+	Deletions    int      `json:"deletions,omitempty"`
+}
+
+// RewindFiles restores the files the CLI changed since the person's
+// message with messageID to how they were before it, from the CLI's file
+// checkpoints (the process needs CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING);
+// with dryRun it only reports the files it would change. With no live
+// process one is started, resuming the conversation. ErrBusy while a turn
+// runs; a turn cannot start meanwhile.
+func (s *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (RewindResult, error) {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return RewindResult{}, ErrClosed
+	case s.running || s.holding:
+		s.mu.Unlock()
+		return RewindResult{}, ErrBusy
+	}
+	// No turn starts, and the process is not stopped, while files change.
+	s.holding = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.holding = false
+		s.mu.Unlock()
+	}()
+	p, err := s.ensureProcess(ctx, false)
+	if err != nil {
+		return RewindResult{}, err
+	}
+	raw, err := p.Request(ctx, "rewind_files", map[string]any{"user_message_id": messageID, "dry_run": dryRun})
+	if err != nil {
+		return RewindResult{}, fmt.Errorf("rewind files: %w", err)
+	}
+	var res RewindResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return RewindResult{}, fmt.Errorf("rewind files: %w", err)
+	}
+	return res, nil
+}
+
 // SetWaiting marks that the running turn waits for (true) or got (false) an
 // answer from the person; the sessions list shows it and the stall
 // watchdog holds off meanwhile.
@@ -588,7 +902,7 @@ func (s *CLI) Notice(text string) {
 // the next turn resumes. It reports whether it stopped one.
 func (s *CLI) StopIfIdle() bool {
 	s.mu.Lock()
-	if s.running || s.proc == nil {
+	if s.running || s.holding || s.proc == nil {
 		s.mu.Unlock()
 		return false
 	}

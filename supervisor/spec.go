@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -39,6 +40,19 @@ type Spec struct {
 	Hooks map[string][]HookMatcher
 	// Model is passed as --model when set.
 	Model string
+	// MaxThinkingTokens is passed as --max-thinking-tokens when set.
+	MaxThinkingTokens int
+	// MaxTurns bounds the agent turns of one message (--max-turns).
+	MaxTurns int
+	// MaxBudgetUSD bounds what the process may spend (--max-budget-usd);
+	// the CLI counts from the process's start.
+	MaxBudgetUSD float64
+	// ForkSession makes a resume continue as a new conversation
+	// (--fork-session), leaving the resumed one unchanged.
+	ForkSession bool
+	// ResumeAt makes a resume keep the conversation only up to and
+	// including this entry (--resume-session-at).
+	ResumeAt string
 	// ExtraArgs are appended as they are.
 	ExtraArgs []string
 	// Grace bounds each step of stopping a process; default 3s.
@@ -101,8 +115,23 @@ func (s Spec) Args(resume string) []string {
 	if s.Model != "" {
 		args = append(args, "--model="+s.Model)
 	}
+	if s.MaxThinkingTokens > 0 {
+		args = append(args, "--max-thinking-tokens="+strconv.Itoa(s.MaxThinkingTokens))
+	}
+	if s.MaxTurns > 0 {
+		args = append(args, "--max-turns="+strconv.Itoa(s.MaxTurns))
+	}
+	if s.MaxBudgetUSD > 0 {
+		args = append(args, "--max-budget-usd="+strconv.FormatFloat(s.MaxBudgetUSD, 'f', -1, 64))
+	}
 	if resume != "" {
 		args = append(args, "--resume="+resume)
+		if s.ForkSession {
+			args = append(args, "--fork-session")
+		}
+		if s.ResumeAt != "" {
+			args = append(args, "--resume-session-at="+s.ResumeAt)
+		}
 	}
 	return append(args, s.ExtraArgs...)
 }

@@ -287,3 +287,34 @@ func (g Guard) checkGlob(vault, cwd, base, pattern string) string {
 	}
 	return ""
 }
+
+// ErrOutsideVault refuses a rewind that would change a file outside the
+// person's folder, or one of its protected names.
+var ErrOutsideVault = errors.New("the rewind would change files outside your vault; nothing was changed")
+
+// Rewindable checks the files a rewind of person's session would restore
+// (absolute paths, or relative to the person's folder, as the CLI names
+// them): each must resolve inside the person's folder and none may be a
+// protected name, the same rule a write by a tool meets. It returns them
+// relative to the folder, sorted; ErrOutsideVault if any is not.
+func (g Guard) Rewindable(person string, files []string) ([]string, error) {
+	folder, err := g.Folder(person)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(files))
+	for _, f := range files {
+		real, reason := g.resolve(folder, folder, f)
+		if reason != "" || real == folder {
+			return nil, ErrOutsideVault
+		}
+		for _, rel := range []string{g.written(person, folder, folder, f), relTo(folder, real)} {
+			if _, name := protectedPath(rel); name != "" {
+				return nil, ErrOutsideVault
+			}
+		}
+		out = append(out, filepath.ToSlash(relTo(folder, real)))
+	}
+	slices.Sort(out)
+	return out, nil
+}

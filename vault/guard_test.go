@@ -130,3 +130,33 @@ func TestGuardCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestRewindableOnlyInsideThePersonsFolder(t *testing.T) {
+	t.Parallel()
+	root, v := guardWorld(t)
+	g := vault.Guard{VaultRoot: root}
+	got, err := g.Rewindable("sebastian", []string{filepath.Join(v, "sub", "a.md"), filepath.Join(v, "notes.md"), filepath.Join(v, "gone.md")})
+	if err != nil || strings.Join(got, ",") != "gone.md,notes.md,sub/a.md" {
+		t.Fatalf("files inside: %v, %v", got, err)
+	}
+	for _, bad := range []string{
+		filepath.Join(root, "petra", "secret.md"),
+		filepath.Join(v, "..", "petra", "secret.md"),
+		filepath.Join(v, "leak.md"),
+		filepath.Join(v, "outdir", "x.md"),
+		filepath.Join(v, "vcs", "config"),
+		filepath.Join(v, ".claude", "settings.json"),
+		filepath.Join(v, "CLAUDE.md"),
+		filepath.Join(v, "sub", ".gitattributes"),
+		filepath.Join(root, "claude", "webfetch_logs", "requests.md"),
+		v,
+		"~/.bashrc",
+	} {
+		if got, err := g.Rewindable("sebastian", []string{filepath.Join(v, "notes.md"), bad}); err == nil {
+			t.Errorf("%s may be rewound: %v", bad, got)
+		}
+	}
+	if _, err := g.Rewindable("../petra", []string{filepath.Join(root, "petra", "secret.md")}); err == nil {
+		t.Error("a bad person name rewinds")
+	}
+}

@@ -68,7 +68,7 @@ func (c *bareCLI) turn(tb testing.TB, text string, t0 time.Time) (first, end tim
 	if t0.IsZero() {
 		t0 = time.Now()
 	}
-	if err := c.proc.SendUser(text); err != nil {
+	if err := c.proc.SendUser(text, ""); err != nil {
 		tb.Fatal(err)
 	}
 	timeout := time.NewTimer(time.Minute)

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -85,6 +86,8 @@ type config struct {
 	KeepAlive   time.Duration
 	WebDir      string
 	CORSOrigins []string
+	// Limits are every person's budgets and turn bound (0: none).
+	Limits relay.Limits
 	// Environ is the server's environment (KEY=value); the CLI's starts
 	// from it.
 	Environ []string
@@ -154,6 +157,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.ReadTimeout, "http-read-timeout", 30*time.Second, "how long a client may take to send a request, body included; never limits a streamed answer (MAJOR_HTTP_READ_TIMEOUT)")
 	fs.DurationVar(&c.KeepAlive, "http-idle-timeout", 2*time.Minute, "close a kept-alive connection idle this long between requests (MAJOR_HTTP_IDLE_TIMEOUT)")
 	fs.StringVar(&c.WebDir, "web-dir", "", "development override: serve the web client at /app from this folder instead of the copy built into the binary (MAJOR_WEB_DIR)")
+	fs.Float64Var(&c.Limits.SessionUSD, "max-budget-usd-session", 0, "most one chat session may spend, in USD; a message beyond is refused (MAJOR_MAX_BUDGET_USD_SESSION; 0: no limit)")
+	fs.Float64Var(&c.Limits.PersonDayUSD, "max-budget-usd-day", 0, "most one person's chats may spend per day (UTC), in USD (MAJOR_MAX_BUDGET_USD_DAY; 0: no limit)")
+	fs.IntVar(&c.Limits.MaxTurns, "max-turns", 0, "most agent turns one message may take (MAJOR_MAX_TURNS; 0: no limit)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -199,6 +205,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, errors.New("--http-read-timeout (MAJOR_HTTP_READ_TIMEOUT) must be positive")
 	case c.KeepAlive <= 0:
 		return c, errors.New("--http-idle-timeout (MAJOR_HTTP_IDLE_TIMEOUT) must be positive")
+	case !(c.Limits.SessionUSD >= 0) || math.IsInf(c.Limits.SessionUSD, 0):
+		return c, errors.New("--max-budget-usd-session (MAJOR_MAX_BUDGET_USD_SESSION) must be 0 (no limit) or more")
+	case !(c.Limits.PersonDayUSD >= 0) || math.IsInf(c.Limits.PersonDayUSD, 0):
+		return c, errors.New("--max-budget-usd-day (MAJOR_MAX_BUDGET_USD_DAY) must be 0 (no limit) or more")
+	case c.Limits.MaxTurns < 0:
+		return c, errors.New("--max-turns (MAJOR_MAX_TURNS) must be 0 (no limit) or more")
 	}
 	return c, nil
 }

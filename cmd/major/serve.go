@@ -140,7 +140,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		AskTimeout: cfg.AskTimeout, StallTimeout: cfg.StallTimeout, AutoPublish: auto,
 		Settings: settings, FilesDir: filepath.Join(cfg.StateDir, "session-config"),
 		Hooks: hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log}),
-		MCP:   mcp, Pool: pool, Logger: log})
+		MCP:   mcp, Pool: pool, Logger: log,
+		// The same limits for everyone, from the flags.
+		LimitsFor: func(string) assembly.Limits { return cfg.Limits }})
 	// New chats of the persons active lately start in processes started
 	// ahead for them; Close stops those still waiting.
 	pool.Warm(supervisor.WarmConfig{PerPerson: cfg.Warm, Launch: launcher.Warm})
@@ -149,7 +151,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		return err
 	}
 	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
-		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: launcher.EndTurn, Logger: log})
+		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: launcher.EndTurn,
+		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewound: launcher.Rewound, Logger: log})
 	if err != nil {
 		return err
 	}

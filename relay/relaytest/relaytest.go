@@ -8,6 +8,7 @@ package relaytest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,8 @@ type CLI struct {
 	// once with the reply it returns, unless it returns false: that turn
 	// stays open.
 	AutoReply func(message string) (reply string, end bool)
+	// Usage, when set, is what each turn Reply ends reports using.
+	Usage *supervisor.Usage
 
 	SendFunc         func(ctx context.Context, text string) error
 	InterruptFunc    func(ctx context.Context) error
@@ -35,12 +38,72 @@ type CLI struct {
 	StateFunc        func() supervisor.State
 	CLISessionIDFunc func() string
 	CloseFunc        func() error
+	// ConfigureFunc, RewindFilesFunc and ResumeAtFunc replace the fake's
+	// own: it keeps the settings, has no file checkpoints and records
+	// where the conversation resumes.
+	ConfigureFunc   func(ctx context.Context, set supervisor.Settings) error
+	RewindFilesFunc func(ctx context.Context, messageID string, dryRun bool) (supervisor.RewindResult, error)
+	ResumeAtFunc    func(entry string) error
 
-	mu      sync.Mutex
-	running bool
-	waiting bool
-	closed  bool
-	sent    []string
+	mu       sync.Mutex
+	running  bool
+	waiting  bool
+	closed   bool
+	sent     []string
+	settings supervisor.Settings
+	resumeAt []string
+}
+
+// Settings returns the settings the fake was last configured with.
+func (f *CLI) Settings() supervisor.Settings {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.settings
+}
+
+// Configure calls ConfigureFunc (keeping set only if it succeeds), or
+// keeps set.
+func (f *CLI) Configure(ctx context.Context, set supervisor.Settings) error {
+	if f.ConfigureFunc != nil {
+		if err := f.ConfigureFunc(ctx, set); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	f.settings = set
+	f.mu.Unlock()
+	return nil
+}
+
+// RewindFiles calls RewindFilesFunc, or answers that there is no
+// checkpoint.
+func (f *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (supervisor.RewindResult, error) {
+	if f.RewindFilesFunc != nil {
+		return f.RewindFilesFunc(ctx, messageID, dryRun)
+	}
+	return supervisor.RewindResult{Error: "No file checkpoint found for this message."}, nil
+}
+
+// ResumeAt calls ResumeAtFunc, or records entry (supervisor.ErrBusy
+// during a turn).
+func (f *CLI) ResumeAt(entry string) error {
+	if f.ResumeAtFunc != nil {
+		return f.ResumeAtFunc(entry)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		return supervisor.ErrBusy
+	}
+	f.resumeAt = append(f.resumeAt, entry)
+	return nil
+}
+
+// ResumedAt is the entries ResumeAt recorded, in order.
+func (f *CLI) ResumedAt() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.resumeAt...)
 }
 
 var _ relay.CLI = (*CLI)(nil)
@@ -62,8 +125,9 @@ func (f *CLI) Send(ctx context.Context, text string) error {
 	}
 	f.running = true
 	f.sent = append(f.sent, text)
+	id := fmt.Sprintf("fake-message-%d", len(f.sent))
 	f.mu.Unlock()
-	f.publish(supervisor.Event{Kind: supervisor.EventTurnStart, Text: text})
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnStart, Text: text, MessageID: id})
 	if f.AutoReply != nil {
 		if reply, end := f.AutoReply(text); end {
 			f.Reply(reply)
@@ -151,7 +215,7 @@ func (f *CLI) Reply(text string) bool {
 	})})
 	result := message(map[string]any{"type": "result", "subtype": "success", "result": text})
 	f.publish(supervisor.Event{Kind: supervisor.EventCLI, Msg: result})
-	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Msg: result})
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Msg: result, Usage: f.Usage})
 	return true
 }
 
