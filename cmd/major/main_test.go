@@ -214,14 +214,14 @@ func TestServeFullStack(t *testing.T) {
 	if !strings.Contains(out, `{"type":"text","delta":"hello from the stack"}`) || !strings.Contains(out, `"type":"done"`) {
 		t.Fatalf("chat-stream: %s", out)
 	}
-	// The model sees exactly the seed's tools plus AskUserQuestion: no
-	// shell, nothing from the vault.
+	// The model sees exactly the seed's tools plus AskUserQuestion and
+	// ExitPlanMode (asked in plan mode): no shell, nothing from the vault.
 	var done struct {
 		SessionID string `json:"session_id"`
 	}
 	_ = json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &done)
 	init := readInit(t, s, done.SessionID)
-	want := "AskUserQuestion,Edit,Glob,Grep,Read,WebFetch,WebSearch,Write," +
+	want := "AskUserQuestion,Edit,ExitPlanMode,Glob,Grep,Read,WebFetch,WebSearch,Write," +
 		"mcp__linkedin__linkedin_post,mcp__linkedin__linkedin_post_comment,mcp__linkedin__linkedin_read_comments,mcp__linkedin__linkedin_reply_comment"
 	if got := strings.Join(init.Tools, ","); got != want {
 		t.Fatalf("tools the model sees:\n got %s\nwant %s", got, want)
