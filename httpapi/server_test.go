@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -34,7 +35,10 @@ type harness struct {
 type harnessOpts struct {
 	cors []string
 	// reply answers each turn's message (see scriptedReply); nil keeps
-	// every turn open until it is interrupted.
+	// every turn open until it is interrupted. Either way a message
+	// starting with [[recall]] is answered with "HISTORY: " and every
+	// message the chat's CLI got, joined by " | ", as the scripted model
+	// recalls a conversation.
 	reply func(message string) (reply string, end bool)
 	// usage is what each turn the fake ends reports using; limits bound
 	// every person's spending.
@@ -42,13 +46,26 @@ type harnessOpts struct {
 	limits relay.Limits
 	// setup adjusts each fake CLI.
 	setup func(*relaytest.CLI)
+	// ping is the streams' keep-alive interval; 0: the default.
+	ping time.Duration
+	// subBuf is each subscriber's buffer in events; 0: the default.
+	subBuf int
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
 	tb.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
 	fakes := &relaytest.Launcher{New: func(relay.SessionParams) *relaytest.CLI {
-		f := &relaytest.CLI{AutoReply: o.reply, Usage: o.usage}
+		f := &relaytest.CLI{Usage: o.usage}
+		f.AutoReply = func(message string) (string, bool) {
+			if strings.HasPrefix(message, "[[recall]]") {
+				return "HISTORY: " + strings.Join(f.Sent(), " | "), true
+			}
+			if o.reply == nil {
+				return "", false
+			}
+			return o.reply(message)
+		}
 		if o.setup != nil {
 			o.setup(f)
 		}
@@ -66,6 +83,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	done := make(chan struct{})
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{
 		Auth: auth, Registry: sessions, Logger: log, Done: done, CORSOrigins: o.cors,
+		PingInterval: o.ping, SubscriberBuffer: o.subBuf,
 	}))
 	tb.Cleanup(func() {
 		close(done)
@@ -88,6 +106,29 @@ func (h *harness) timesSent(text string) int {
 		}
 	}
 	return n
+}
+
+// turn waits until a chat's fake CLI runs a turn on message and returns
+// that CLI, so the test can stream the answer and end the turn.
+func (h *harness) turn(tb testing.TB, message string) *relaytest.CLI {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range []string{"sebastian", "petra"} {
+			for _, info := range h.sessions.List(p) {
+				f := h.fakes.CLI(info.ID)
+				if f == nil || f.State() == supervisor.StateIdle {
+					continue
+				}
+				if sent := f.Sent(); len(sent) > 0 && sent[len(sent)-1] == message {
+					return f
+				}
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	tb.Fatalf("no turn runs on %q", message)
+	return nil
 }
 
 // assertUsable runs one more turn in the session (after an interrupt, a

@@ -101,3 +101,59 @@ func TestSessionsPerPersonCap(t *testing.T) {
 		t.Fatalf("after clearing one: %d %v", code, out)
 	}
 }
+
+func TestChatStreamHeadersBeforeFirstEvent(t *testing.T) {
+	t.Parallel()
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 2 * time.Minute})
+	t.Cleanup(pool.Close)
+	h := newHarness(t, harnessOpts{pool: pool})
+	// One session holds the only process slot with a turn that does not end.
+	busy := h.NewSession(t)
+	a, closeA := h.Attach(t, busy, "types=text,turn_start,done")
+	defer closeA()
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+busy+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
+		t.Fatalf("busy message: %d %v", code, out)
+	}
+	httpapitest.Until(t, a, "turn_start")
+
+	// A new conversation from the phone: the headers and a status come at
+	// once while it waits for the slot.
+	got := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", h.url+"/api/claude/chat-stream", strings.NewReader(httpapitest.Form("[[say after the wait]]", "")))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Notes-Person", "sebastian")
+		req.Header.Set("Accept", "application/x-ndjson")
+		req.Header.Set("Content-Type", httpapitest.FormType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- resp
+	}()
+	var resp *http.Response
+	select {
+	case resp = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no response headers while the message waits for a slot")
+	}
+	if resp == nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("response while waiting for a slot: %v", resp)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	s := httpapitest.ReadStream(resp)
+	first, ok := s.Next(t)
+	if !ok || httpapitest.Str(first, "type") != "status" || !strings.HasPrefix(httpapitest.Str(first, "message"), "Waiting for a free assistant process") {
+		t.Fatalf("first line while waiting: %v", first)
+	}
+	// The slot frees when the other turn ends; the message then runs.
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+busy+"/interrupt", "sebastian", nil); code != 200 {
+		t.Fatalf("interrupt: %d %v", code, out)
+	}
+	evs := s.Rest(t)
+	httpapitest.CheckCompat(t, evs)
+	if httpapitest.StreamText(evs) != "after the wait" {
+		t.Fatalf("the waiting message: %v", evs)
+	}
+}

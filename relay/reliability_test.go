@@ -3,7 +3,6 @@ package relay_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -144,7 +143,7 @@ func TestEvictionWithOneSlot(t *testing.T) {
 	defer pool.Close()
 	h := newHarness(t, harnessOpts{pool: pool})
 	var ids []string
-	for i, word := range []string{"alpha", "beta", "gamma"} {
+	for i, word := range []string{"alpha", "beta"} {
 		_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": word}))
 		httpapitest.CheckCompat(t, evs)
 		ids = append(ids, httpapitest.Str(evs[len(evs)-1], "session_id"))
@@ -299,76 +298,6 @@ func copyDir(tb testing.TB, from, to string) {
 		tb.Fatal(err)
 	}
 }
-
-func TestStalledClientBlocksNobody(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{subBuf: 8})
-	id := h.NewSession(t)
-	// A client that attaches and then never reads, with a tiny receive
-	// buffer so the kernel cannot soak up the stream for it.
-	stalled := stalledClient(t, h.url+"/api/claude/sessions/"+id+"/events")
-	defer stalled.Body.Close()
-	reader, closeReader := h.Attach(t, id, "types=text,done")
-	defer closeReader()
-
-	const size = 8 << 20 // more than the server's socket buffer holds
-	start := time.Now()
-	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[big 8388608]]"})
-	evs := httpapitest.Until(t, reader, "done")
-	var n int
-	for _, ev := range evs {
-		n += len(httpapitest.Str(ev, "delta"))
-	}
-	if n != size {
-		t.Fatalf("the reading client got %d bytes, want %d", n, size)
-	}
-	chat, _ := h.sessions.Get(id, "sebastian")
-	if chat.CLI().State() != supervisor.StateIdle {
-		t.Fatal("turn did not finish while a client stalled")
-	}
-	t.Logf("8 MB turn with a stalled client attached: %s", time.Since(start))
-	// The stalled client was cut off (it may re-attach with its last seq).
-	var out strings.Builder
-	h.sessions.Metrics().ServeHTTP(metricsWriter{&out}, nil)
-	if !strings.Contains(out.String(), "major_dropped_subscribers_total 1\n") {
-		t.Fatalf("stalled client not cut off:\n%s", out.String())
-	}
-}
-
-// stalledClient attaches with a 4 KiB receive buffer and reads nothing.
-func stalledClient(tb testing.TB, url string) *http.Response {
-	tb.Helper()
-	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
-	req, _ := http.NewRequest("GET", url, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Notes-Person", "sebastian")
-	resp, err := client.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		tb.Fatalf("attach: %d", resp.StatusCode)
-	}
-	tb.Cleanup(client.CloseIdleConnections)
-	return resp
-}
-
-// metricsWriter is a minimal http.ResponseWriter over a strings.Builder.
-type metricsWriter struct{ b *strings.Builder }
-
-func (w metricsWriter) Header() http.Header         { return http.Header{} }
-func (w metricsWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
-func (w metricsWriter) WriteHeader(int)             {}
 
 func TestPendingQuestionClosedAfterCrash(t *testing.T) {
 	t.Parallel()

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,8 @@ type CLI struct {
 	sent     []string
 	settings supervisor.Settings
 	resumeAt []string
+	// streamed is the text the running turn streamed so far.
+	streamed strings.Builder
 }
 
 // Settings returns the settings the fake was last configured with.
@@ -202,18 +205,52 @@ func (f *CLI) Sent() []string {
 	return append([]string(nil), f.sent...)
 }
 
+// Stream sends delta as a piece of the running turn's answer, as the CLI
+// streams partial messages. It reports whether a turn was running.
+func (f *CLI) Stream(delta string) bool {
+	f.mu.Lock()
+	if !f.running {
+		f.mu.Unlock()
+		return false
+	}
+	first := f.streamed.Len() == 0
+	f.streamed.WriteString(delta)
+	f.mu.Unlock()
+	if first {
+		f.publish(supervisor.Event{Kind: supervisor.EventCLI, Msg: message(map[string]any{
+			"type":  "stream_event",
+			"event": map[string]any{"type": "message_start", "message": map[string]any{"id": "msg_fake", "role": "assistant"}},
+		})})
+	}
+	f.publish(supervisor.Event{Kind: supervisor.EventCLI, Msg: message(map[string]any{
+		"type":  "stream_event",
+		"event": map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": delta}},
+	})})
+	return true
+}
+
 // Reply ends the running turn successfully with the assistant's text, as
-// the CLI would: an assistant message, then the result. It reports whether
-// a turn was running.
+// the CLI would: an assistant message, then the result. When the turn
+// streamed, text is streamed too and the message holds the whole answer.
+// It reports whether a turn was running.
 func (f *CLI) Reply(text string) bool {
+	if f.streaming() && text != "" && !f.Stream(text) {
+		return false
+	}
+	f.mu.Lock()
+	answer := f.streamed.String()
+	f.mu.Unlock()
+	if answer == "" {
+		answer = text
+	}
 	if !f.end() {
 		return false
 	}
 	f.publish(supervisor.Event{Kind: supervisor.EventCLI, Msg: message(map[string]any{
 		"type":    "assistant",
-		"message": map[string]any{"id": "msg_fake", "role": "assistant", "content": []any{map[string]any{"type": "text", "text": text}}},
+		"message": map[string]any{"id": "msg_fake", "role": "assistant", "content": []any{map[string]any{"type": "text", "text": answer}}},
 	})})
-	result := message(map[string]any{"type": "result", "subtype": "success", "result": text})
+	result := message(map[string]any{"type": "result", "subtype": "success", "result": answer})
 	f.publish(supervisor.Event{Kind: supervisor.EventCLI, Msg: result})
 	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Msg: result, Usage: f.Usage})
 	return true
@@ -237,7 +274,15 @@ func (f *CLI) end() bool {
 		return false
 	}
 	f.running, f.waiting = false, false
+	f.streamed.Reset()
 	return true
+}
+
+// streaming reports whether the running turn streamed text.
+func (f *CLI) streaming() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.streamed.Len() > 0
 }
 
 func (f *CLI) publish(ev supervisor.Event) {
