@@ -127,14 +127,12 @@ func TestQuestionTimeoutAndInterrupt(t *testing.T) {
 	defer closeA()
 	h2.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
 	reqID, _ := waitAsk(t, a, "question")
-	start := time.Now()
+	// The question would wait for its 10-minute timeout; Until gives up
+	// after one.
 	if code, out := h2.Call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != 200 {
 		t.Fatalf("interrupt: %d %v", code, out)
 	}
 	evs = httpapitest.Until(t, a, "done")
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("interrupt during a question took %s", took)
-	}
 	if httpapitest.Str(evs[0], "type") != "question_answered" || httpapitest.Str(evs[0], "outcome") != "cancelled" || httpapitest.Str(evs[0], "request_id") != reqID {
 		t.Fatalf("events after interrupt: %v", evs)
 	}

@@ -107,12 +107,12 @@ func TestKilledCLIMidTurnThenUsable(t *testing.T) {
 	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
 	httpapitest.Until(t, a, "text")
 	chat, _ := h.sessions.Get(id, "sebastian")
-	start := time.Now()
 	_ = syscall.Kill(chat.CLI().(*supervisor.CLI).Pid(), syscall.SIGKILL)
+	// The turn ends as crashed, not after its 100 ticks.
 	evs := httpapitest.Until(t, a, "error")
-	if e := evs[len(evs)-1]; time.Since(start) > 2*time.Second || httpapitest.Str(e, "kind") != "crashed" ||
+	if e := evs[len(evs)-1]; httpapitest.Str(e, "kind") != "crashed" ||
 		httpapitest.Str(e, "message") != "The assistant crashed; your next message continues the conversation." {
-		t.Fatalf("after kill -9: %v (%s)", evs[len(evs)-1], time.Since(start))
+		t.Fatalf("after kill -9: %v", evs[len(evs)-1])
 	}
 	_, evs = h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": id}))
 	if got := httpapitest.StreamText(evs); !strings.HasPrefix(got, "HISTORY: my cat is Miso | ") || !strings.HasSuffix(got, "[[recall]]") {
@@ -123,15 +123,12 @@ func TestKilledCLIMidTurnThenUsable(t *testing.T) {
 func TestStalledCLIIsKilled(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{stall: 1500 * time.Millisecond})
-	start := time.Now()
+	// [[hang]] never answers: only the stall detection ends this stream.
 	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[hang]]"}))
 	httpapitest.CheckCompat(t, evs)
 	last := evs[len(evs)-1]
 	if httpapitest.Str(last, "type") != "error" || !strings.Contains(httpapitest.Str(last, "message"), "stopped responding") {
 		t.Fatalf("stalled turn ended with %v", last)
-	}
-	if took := time.Since(start); took > 15*time.Second {
-		t.Fatalf("stall detection took %s", took)
 	}
 	sid := h.sessions.List("sebastian")[0].ID
 	h.assertUsable(t, sid)

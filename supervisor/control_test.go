@@ -200,7 +200,10 @@ read -r line
 sleep 0.2
 exit 3
 `, Handlers{})
-	ctx := context.Background()
+	// A request that is never answered would wait for this deadline and
+	// fail with it instead of ErrProcessExited.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	resp, err := p.Request(ctx, "set_model", map[string]any{"model": "x"})
 	if err != nil || string(resp) != `{"ok":1}` {
 		t.Fatalf("first request: %s %v", resp, err)
@@ -210,10 +213,9 @@ exit 3
 	if !errors.As(err, &ce) || ce.Message != "nope" {
 		t.Fatalf("error response: %v", err)
 	}
-	start := time.Now()
 	_, err = p.Request(ctx, "interrupt", nil)
-	if !errors.Is(err, ErrProcessExited) || time.Since(start) > 3*time.Second {
-		t.Fatalf("request to an exiting process: %v after %s", err, time.Since(start))
+	if !errors.Is(err, ErrProcessExited) {
+		t.Fatalf("request to an exiting process: %v", err)
 	}
 	if exit := col.wait(t); !errors.Is(exit, ErrProcessExited) || !strings.Contains(exit.Error(), "exit status 3") {
 		t.Fatalf("exit error %v", exit)
@@ -255,12 +257,8 @@ echo '{"type":"control_cancel_request","request_id":"c1"}'
 func TestCloseEscalatesToKill(t *testing.T) {
 	// A child that ignores stdin EOF and SIGTERM is killed within bounds.
 	p, col := script(t, `trap '' TERM; while :; do sleep 0.05; done`, Handlers{})
-	start := time.Now()
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Fatalf("close took %s", took)
 	}
 	if err := col.wait(t); err != nil {
 		t.Fatalf("exit after Close should be clean, got %v", err)
