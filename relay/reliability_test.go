@@ -122,7 +122,9 @@ func TestKilledCLIMidTurnThenUsable(t *testing.T) {
 
 func TestStalledCLIIsKilled(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{stall: 1500 * time.Millisecond})
+	// Long enough that a CLI slowed by a busy machine is not taken for
+	// stalled in the turn after.
+	h := newHarness(t, harnessOpts{stall: 5 * time.Second})
 	// [[hang]] never answers: only the stall detection ends this stream.
 	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[hang]]"}))
 	httpapitest.CheckCompat(t, evs)
