@@ -294,12 +294,25 @@ func (l *Launcher) Warm(person string) supervisor.WarmLaunch {
 		Handlers: supervisor.Handlers{MCPMessage: l.mcp(person)}}
 }
 
-// Limits are person's limits, for the relay.
+// Limits are person's limits, for the relay: each one their
+// configuration sets, else the server's (LimitsFor). They are read for
+// every message, so a changed limit holds from the next one.
 func (l *Launcher) Limits(person string) relay.Limits {
-	if l.cfg.LimitsFor == nil {
-		return relay.Limits{}
+	var lim relay.Limits
+	if l.cfg.LimitsFor != nil {
+		lim = l.cfg.LimitsFor(person)
 	}
-	return l.cfg.LimitsFor(person)
+	conf := l.settings(person).Limits
+	if conf.SessionUSD != nil {
+		lim.SessionUSD = *conf.SessionUSD
+	}
+	if conf.PersonDayUSD != nil {
+		lim.PersonDayUSD = *conf.PersonDayUSD
+	}
+	if conf.MaxTurns != nil {
+		lim.MaxTurns = *conf.MaxTurns
+	}
+	return lim
 }
 
 // VetRewind lets a rewind restore only files inside the person's folder

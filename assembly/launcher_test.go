@@ -326,3 +326,18 @@ func TestSpecFollowsTheConfiguration(t *testing.T) {
 		t.Errorf("the same configuration went to %v %v, then %v %v", petra.PluginDirs, petra.MCPConfigFiles, again.PluginDirs, again.MCPConfigFiles)
 	}
 }
+
+func TestLimitsConfigurationOverFlags(t *testing.T) {
+	three, zero := 3.0, 0
+	l := assembly.New(assembly.Config{
+		VaultRoot: t.TempDir(), Hooks: &fakeHooks{}, MCP: fakeMCP{}, Logger: zerolog.Nop(),
+		LimitsFor: func(string) assembly.Limits { return assembly.Limits{SessionUSD: 1, PersonDayUSD: 10, MaxTurns: 5} },
+		Settings:  fakeSettings{"petra": {Limits: config.Limits{SessionUSD: &three, MaxTurns: &zero}}},
+	})
+	if got, want := l.Limits("petra"), (assembly.Limits{SessionUSD: 3, PersonDayUSD: 10, MaxTurns: 0}); got != want {
+		t.Errorf("petra: %+v, want %+v (her session budget and no turn bound, the server's day budget)", got, want)
+	}
+	if got, want := l.Limits("sebastian"), (assembly.Limits{SessionUSD: 1, PersonDayUSD: 10, MaxTurns: 5}); got != want {
+		t.Errorf("sebastian: %+v, want the flags' %+v", got, want)
+	}
+}

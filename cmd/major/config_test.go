@@ -186,8 +186,13 @@ func TestConfiguredMCPServerAndSkillArePerPerson(t *testing.T) {
 func TestBrokenConfigKeepsTheLastGood(t *testing.T) {
 	t.Parallel()
 	conf := t.TempDir()
-	writeConfig(t, conf, map[string]string{"persons/sebastian/prompt.md": "SECTION-ONE", "persons/sebastian/config.json": `{"model":"claude-one"}`})
-	s := startModel(t, scriptedmodel.Script, "--config-dir", conf)
+	writeConfig(t, conf, map[string]string{"persons/sebastian/prompt.md": "SECTION-ONE", "persons/sebastian/config.json": `{"model":"claude-one","limits":{"session_usd":7}}`})
+	s := startModel(t, scriptedmodel.Script, "--config-dir", conf, "--max-budget-usd-session", "2", "--max-budget-usd-day", "20")
+	// The limits: the configured one over the flag, the flag where the
+	// configuration says nothing.
+	if got := readAll(t, s.req(t, "GET", "/api/claude/usage?days=1", "")); !strings.Contains(got, `"limits":{"session_usd":7,"person_day_usd":20}`) {
+		t.Fatalf("usage: %s", got)
+	}
 	system := func() (string, string) {
 		t.Helper()
 		n := len(s.env.Model.Requests())
