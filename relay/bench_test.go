@@ -6,7 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +210,244 @@ func BenchmarkPublishPersisted(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(persisted)/float64(memory), "x-baseline")
+}
+
+// standinSession is a session on the stand-in CLI, with subs subscribers
+// that read every event until the turn's end.
+func standinSession(b *testing.B, bin string, store *Store) (*Registry, *Session) {
+	b.Helper()
+	sessions, err := NewRegistry(RegistryConfig{
+		Launcher: LauncherFunc(func(p SessionParams) CLI {
+			return supervisor.NewCLI(supervisor.CLIConfig{
+				ID: p.ID, Person: p.Person, Dir: b.TempDir(),
+				Spec:   supervisor.Spec{Binary: bin, Env: []string{"PATH=/usr/bin:/bin"}, Grace: 2 * time.Second},
+				Sink:   p.Sink,
+				Logger: zerolog.Nop(),
+			})
+		}),
+		Store:  store,
+		Logger: zerolog.Nop(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sessions.Close)
+	chat, _ := sessions.GetOrCreate("", "sebastian")
+	return sessions, chat
+}
+
+// relayTurn runs one turn of msg with subs subscribers and calls seen for
+// each text event the first subscriber gets, at the time it gets it.
+func relayTurn(b *testing.B, chat *Session, msg string, subs int, seen func(*Event, time.Time)) {
+	b.Helper()
+	done := make(chan error, subs)
+	for i := range subs {
+		sub, err := chat.Stream().Subscribe(chat.Stream().Seq(), nil, 1<<16)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			defer sub.Close()
+			for ev := range sub.C {
+				if i == 0 && seen != nil && ev.Type == "text" {
+					seen(ev, time.Now())
+				}
+				if ev.Terminal {
+					done <- nil
+					return
+				}
+			}
+			done <- fmt.Errorf("stream ended: %v", sub.Err())
+		}()
+	}
+	if err := chat.CLI().Send(context.Background(), msg); err != nil {
+		b.Fatal(err)
+	}
+	for range subs {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// rawPipe is the stand-in driven over its pipes, the baseline.
+type rawPipe struct {
+	stdin io.Writer
+	out   *bufio.Reader
+}
+
+func startRaw(b *testing.B, bin string) *rawPipe {
+	b.Helper()
+	cmd := exec.Command(bin)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	return &rawPipe{stdin: stdin, out: bufio.NewReaderSize(stdout, 64<<10)}
+}
+
+// turn writes the user line and reads lines to the result, calling line
+// for each with the time it was read.
+func (r *rawPipe) turn(b *testing.B, msg string, line func([]byte, time.Time)) {
+	b.Helper()
+	user, _ := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": msg}})
+	if _, err := r.stdin.Write(append(user, '\n')); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		l, err := r.out.ReadBytes('\n')
+		if err != nil {
+			b.Fatalf("raw stand-in: %v", err)
+		}
+		if line != nil {
+			line(l, time.Now())
+		}
+		if bytes.Contains(l, []byte(`"type":"result"`)) {
+			return
+		}
+	}
+}
+
+// BenchmarkRelayThroughput times a turn of 2,000 text deltas from the
+// stand-in CLI's stdout through the supervisor and the relay to 1, 10 and
+// 100 subscribers that read every event, against reading the same
+// stand-in's stdout over a raw pipe, in the same loop. x-baseline is relay
+// time over pipe time; the relay's throughput is 1/x-baseline of the
+// pipe's.
+func BenchmarkRelayThroughput(b *testing.B) {
+	bin := standin.Build(b)
+	const msg = "deltas:2000 size:64"
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			_, chat := standinSession(b, bin, nil)
+			raw := startRaw(b, bin)
+			relayTurn(b, chat, "deltas:1", 1, nil) // start the process outside the timing
+			raw.turn(b, "deltas:1", nil)
+			var through, baseline time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				relayTurn(b, chat, msg, n, nil)
+				t1 := time.Now()
+				raw.turn(b, msg, nil)
+				through += t1.Sub(t0)
+				baseline += time.Since(t1)
+			}
+			b.ReportMetric(float64(through)/float64(baseline), "x-baseline")
+		})
+	}
+}
+
+// BenchmarkRelayLatency streams 1,000 text deltas at 1,000 a second, each
+// stamped with the wall-clock time the stand-in wrote it, through the
+// supervisor and the relay to one subscriber, and over a raw pipe, in the
+// same loop. p99-us is the relay's 99th percentile from write to the
+// subscriber, raw-p99-us the pipe's, added-p99-us their difference;
+// x-baseline is relay p99 over pipe p99.
+func BenchmarkRelayLatency(b *testing.B) {
+	bin := standin.Build(b)
+	const msg = "deltas:1000 delay:1ms stamp:1 size:32"
+	_, chat := standinSession(b, bin, nil)
+	raw := startRaw(b, bin)
+	relayTurn(b, chat, "deltas:1", 1, nil)
+	raw.turn(b, "deltas:1", nil)
+	var relayLat, rawLat []time.Duration
+	stampOf := func(text []byte) (time.Time, bool) {
+		i := bytes.Index(text, []byte(`"text":"`))
+		if i < 0 {
+			return time.Time{}, false
+		}
+		var ns int64
+		if _, err := fmt.Sscan(string(text[i+len(`"text":"`):]), &ns); err != nil || ns == 0 {
+			return time.Time{}, false
+		}
+		return time.Unix(0, ns), true
+	}
+	for b.Loop() {
+		relayTurn(b, chat, msg, 1, func(ev *Event, at time.Time) {
+			i := bytes.Index(ev.Line, []byte(`"delta":"`))
+			var ns int64
+			if i >= 0 {
+				_, _ = fmt.Sscan(string(ev.Line[i+len(`"delta":"`):]), &ns)
+			}
+			if ns > 0 {
+				relayLat = append(relayLat, at.Sub(time.Unix(0, ns)))
+			}
+		})
+		raw.turn(b, msg, func(l []byte, at time.Time) {
+			if !bytes.Contains(l, []byte(`"text_delta"`)) {
+				return
+			}
+			if t, ok := stampOf(l); ok {
+				rawLat = append(rawLat, at.Sub(t))
+			}
+		})
+	}
+	if len(relayLat) == 0 || len(rawLat) == 0 {
+		b.Fatalf("no stamped deltas seen (relay %d, raw %d)", len(relayLat), len(rawLat))
+	}
+	p99 := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)*99/100]
+	}
+	r, p := p99(relayLat), p99(rawLat)
+	b.ReportMetric(float64(r.Microseconds()), "p99-us")
+	b.ReportMetric(float64(p.Microseconds()), "raw-p99-us")
+	b.ReportMetric(float64((r - p).Microseconds()), "added-p99-us")
+	b.ReportMetric(float64(r)/float64(max(p, time.Microsecond)), "x-baseline")
+}
+
+// BenchmarkSessionMemory measures the server's heap per session: 50
+// sessions, each after one turn of 50 deltas on the stand-in CLI, with
+// their CLI stopped (idle) and running (live; the CLI is another process
+// and not counted). x-baseline is bytes per idle session over the bytes
+// of its event log on disk.
+func BenchmarkSessionMemory(b *testing.B) {
+	bin := standin.Build(b)
+	const n = 50
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse + m.StackInuse
+	}
+	for b.Loop() {
+		store, err := NewStore(b.TempDir(), zerolog.Nop())
+		if err != nil {
+			b.Fatal(err)
+		}
+		sessions, _ := standinSession(b, bin, store)
+		before := heap()
+		var chats []*Session
+		for range n {
+			chat, err := sessions.GetOrCreate("", "sebastian")
+			if err != nil {
+				b.Fatal(err)
+			}
+			relayTurn(b, chat, "deltas:50 size:24", 1, nil)
+			chats = append(chats, chat)
+		}
+		live := heap()
+		for _, c := range chats {
+			c.CLI().(*supervisor.CLI).StopIfIdle()
+		}
+		time.Sleep(100 * time.Millisecond)
+		idle := heap()
+		var logged int64
+		for _, c := range chats {
+			logged += int64(len(c.Stream().Events(0)))
+			for _, ev := range c.Stream().Events(0) {
+				logged += int64(len(ev.Line))
+			}
+		}
+		perIdle := float64(idle-min(idle, before)) / n
+		b.ReportMetric(perIdle, "idle-B/session")
+		b.ReportMetric(float64(live-min(live, before))/n, "live-B/session")
+		b.ReportMetric(perIdle/(float64(logged)/n), "x-baseline")
+		sessions.Close()
+	}
 }

@@ -119,7 +119,8 @@ func compatBody(typ string, body []byte) []byte {
 
 // The richer events of the per-session stream.
 type (
-	// cliEvent carries one CLI message unchanged.
+	// cliEvent carries one CLI message unchanged; Event is one whole JSON
+	// value, as the CLI wrote it (publishJSON writes it out as it is).
 	cliEvent struct {
 		Type  string          `json:"type"`
 		Event json.RawMessage `json:"event"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -25,13 +26,13 @@ type Event struct {
 	Line []byte
 }
 
-// newEvent encodes body, a JSON object whose first key is "type".
+// newEvent encodes body, a JSON object whose first key is "type". A text
+// event keeps body as its compat line.
 func newEvent(seq int64, turn int, typ string, body []byte, terminal bool) *Event {
 	ev := &Event{Seq: seq, Type: typ, Turn: turn, Terminal: terminal}
-	prefix := `{"seq":` + strconv.FormatInt(seq, 10) + `,`
-	line := make([]byte, 0, len(prefix)+len(body)-1)
-	line = append(append(line, prefix...), body[1:]...)
-	ev.Line = line
+	line := make([]byte, 0, len(`{"seq":,`)+20+len(body)-1)
+	line = strconv.AppendInt(append(line, `{"seq":`...), seq, 10)
+	ev.Line = append(append(line, ','), body[1:]...)
 	ev.Compat = compatBody(typ, body)
 	return ev
 }
@@ -52,7 +53,7 @@ type Stream struct {
 	// base is the seq before events[0]; events before it were compacted
 	// away and cannot be replayed.
 	base   int64
-	subs   map[*Subscription]struct{}
+	subs   []*Subscription
 	closed bool
 	open   bool // a turn has started and not ended
 	onNew  func(*Event)
@@ -62,7 +63,7 @@ type Stream struct {
 // NewStream returns an empty stream; onNew (may be nil) sees every event as
 // it is appended, under the stream's lock, for persistence.
 func NewStream(onNew func(*Event)) *Stream {
-	return &Stream{subs: make(map[*Subscription]struct{}), onNew: onNew}
+	return &Stream{onNew: onNew}
 }
 
 // restore loads persisted events; only before the stream is used.
@@ -128,17 +129,21 @@ func (s *Stream) publish(typ string, body []byte, beginTurn, terminal bool) *Eve
 	if s.onNew != nil {
 		s.onNew(ev)
 	}
-	for sub := range s.subs {
-		if !sub.filter(ev) {
+	var slow []*Subscription
+	for _, sub := range s.subs {
+		if sub.filter != nil && !sub.filter(ev) {
 			continue
 		}
 		select {
 		case sub.ch <- ev:
 		default:
-			s.dropLocked(sub, ErrSlow)
-			if s.onDrop != nil {
-				s.onDrop()
-			}
+			slow = append(slow, sub)
+		}
+	}
+	for _, sub := range slow {
+		s.dropLocked(sub, ErrSlow)
+		if s.onDrop != nil {
+			s.onDrop()
 		}
 	}
 	return ev
@@ -146,23 +151,61 @@ func (s *Stream) publish(typ string, body []byte, beginTurn, terminal bool) *Eve
 
 // publishJSON marshals v (a struct whose first field is Type) and publishes it.
 func (s *Stream) publishJSON(v typed, beginTurn, terminal bool) *Event {
-	body, err := encodeJSON(v)
-	if err != nil {
-		body, _ = encodeJSON(errorEvent{Type: "error", Message: "encode event: " + err.Error()})
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	var body []byte
+	if c, ok := v.(cliEvent); ok && len(c.Event) > 0 {
+		// The CLI's message goes out as the CLI wrote it: it is one JSON
+		// value already (supervisor.DecodeMessage decoded it), and
+		// walking it again to re-encode it was most of a delta's cost.
+		e.buf.Reset()
+		e.buf.WriteString(`{"type":"cli","event":`)
+		e.buf.Write(c.Event)
+		e.buf.WriteByte('}')
+		body = e.buf.Bytes()
+	} else {
+		var err error
+		if body, err = e.encode(v); err != nil {
+			body, _ = encodeJSON(errorEvent{Type: "error", Message: "encode event: " + err.Error()})
+		}
+	}
+	// newEvent copies body into the line, but a text event keeps it as
+	// its compat line: the encoder's buffer is used again.
+	if v.eventType() == "text" {
+		body = bytes.Clone(body)
 	}
 	return s.publish(v.eventType(), body, beginTurn, terminal)
 }
 
-// encodeJSON marshals v without escaping <, > and &, so text reads as the
-// model wrote it.
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+// encoder is a JSON encoder with its buffer, kept for the next event.
+type encoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := &encoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}}
+
+// encode marshals v without escaping <, > and &, so text reads as the
+// model wrote it; the bytes are valid until the next encode.
+func (e *encoder) encode(v any) ([]byte, error) {
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return bytes.TrimRight(e.buf.Bytes(), "\n"), nil
+}
+
+// encodeJSON is encode into bytes of the caller's own.
+func encodeJSON(v any) ([]byte, error) {
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	b, err := e.encode(v)
+	return bytes.Clone(b), err
 }
 
 // Subscription is one client's view of a stream: Replay holds the events
@@ -192,10 +235,11 @@ func (sub *Subscription) Close() {
 }
 
 func (s *Stream) dropLocked(sub *Subscription, err error) {
-	if _, ok := s.subs[sub]; !ok {
+	i := slices.Index(s.subs, sub)
+	if i < 0 {
 		return
 	}
-	delete(s.subs, sub)
+	s.subs = slices.Delete(s.subs, i, i+1)
 	sub.err = err
 	close(sub.ch)
 }
@@ -207,9 +251,6 @@ var ErrGone = errors.New("events before this seq are no longer kept")
 // Subscribe returns the events after seq that pass filter (nil: all) and a
 // channel of the live ones, buffered to buf events.
 func (s *Stream) Subscribe(after int64, filter func(*Event) bool, buf int) (*Subscription, error) {
-	if filter == nil {
-		filter = func(*Event) bool { return true }
-	}
 	if buf <= 0 {
 		buf = 1024
 	}
@@ -221,7 +262,7 @@ func (s *Stream) Subscribe(after int64, filter func(*Event) bool, buf int) (*Sub
 	ch := make(chan *Event, buf)
 	sub := &Subscription{C: ch, ch: ch, filter: filter, stream: s}
 	for _, ev := range s.events[s.indexAfter(after):] {
-		if filter(ev) {
+		if filter == nil || filter(ev) {
 			sub.Replay = append(sub.Replay, ev)
 		}
 	}
@@ -230,7 +271,7 @@ func (s *Stream) Subscribe(after int64, filter func(*Event) bool, buf int) (*Sub
 		close(ch)
 		return sub, nil
 	}
-	s.subs[sub] = struct{}{}
+	s.subs = append(s.subs, sub)
 	return sub, nil
 }
 
@@ -259,7 +300,7 @@ func (s *Stream) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	for sub := range s.subs {
+	for _, sub := range slices.Clone(s.subs) {
 		s.dropLocked(sub, ErrStreamClosed)
 	}
 }
