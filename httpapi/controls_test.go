@@ -216,3 +216,22 @@ func (h *harness) waitSpent(tb testing.TB, id string, want float64) {
 	}
 	tb.Fatalf("session %s never spent %v", id, want)
 }
+
+func TestRateLimitEventsReachClients(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{reply: scriptedReply})
+	id := h.NewSession(t)
+	events, detach := h.Attach(t, id, "after=0&types=rate_limit")
+	defer detach()
+	line := `{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1795000000,"rateLimitType":"five_hour","utilization":0.91},"uuid":"u1","session_id":"c1"}`
+	msg, err := supervisor.DecodeMessage([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.fakes.CLI(id).Sink.Publish(supervisor.Event{Kind: supervisor.EventCLI, Msg: msg, Time: time.Now()})
+	got := httpapitest.Until(t, events, "rate_limit")[0]
+	if httpapitest.Str(got, "status") != "allowed_warning" || httpapitest.Str(got, "window") != "five_hour" ||
+		string(got["resets_at"]) != "1795000000" || string(got["utilization"]) != "0.91" {
+		t.Fatalf("rate_limit event %v", got)
+	}
+}
