@@ -315,6 +315,28 @@ describe('web client', () => {
     assert.equal(await page.locator('.card').count(), 0);
   });
 
+  step('the mode and model of a chat change from the page; spending shows; a fork keeps the chat', async () => {
+    const headers = { Authorization: 'Bearer ' + TOKEN, 'X-Notes-Person': 'sebastian' };
+    const info = async (id) => (await fetch(stack.url + '/api/claude/sessions/' + id, { headers })).json();
+    await page.reload();
+    await page.locator(`.session[data-session-id="${sessionID}"]`).click();
+    await page.locator('#controls').waitFor();
+    await waitFor(page, () => /\$\d+\.\d\d in this chat/.test(document.getElementById('spend').textContent), null, 'the chat\'s spending');
+    await page.getByLabel('Mode', { exact: true }).selectOption('plan');
+    await waitFor(page, () => document.getElementById('mode').value === 'plan', null, 'plan mode');
+    for (let i = 0; i < 100 && (await info(sessionID)).permission_mode !== 'plan'; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal((await info(sessionID)).permission_mode, 'plan', 'the server has the mode');
+    await page.getByLabel('Model', { exact: true }).selectOption('haiku');
+    for (let i = 0; i < 100 && (await info(sessionID)).model !== 'haiku'; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal((await info(sessionID)).model, 'haiku', 'the server has the model');
+    await page.getByLabel('Mode', { exact: true }).selectOption('acceptEdits');
+    await shot(page, '16-controls');
+    const before = (await transcript(page)).filter((line) => line.startsWith('msg user')).length;
+    await page.getByRole('button', { name: 'Fork chat' }).click();
+    await waitFor(page, (id) => location.hash && decodeURIComponent(location.hash.slice(1)) !== id, sessionID, 'the fork to open');
+    await waitFor(page, (n) => document.querySelectorAll('#transcript .msg.user').length === n, before, 'the fork\'s transcript');
+  });
+
   step('phone width (dark): one column, chats in a drawer', async () => {
     const phone = await newClient({ width: 390, height: 844 }, stack.url, 'dark');
     await signIn(phone);

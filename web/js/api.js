@@ -63,6 +63,23 @@ export class Api {
     return this.request('POST', this.session(id) + '/messages', { message });
   }
 
+  setModel(id, model) {
+    return this.request('POST', this.session(id) + '/model', { model });
+  }
+
+  setPermissionMode(id, mode) {
+    return this.request('POST', this.session(id) + '/permission-mode', { mode });
+  }
+
+  fork(id) {
+    return this.request('POST', this.session(id) + '/fork');
+  }
+
+  // usage is today's spending and the limits.
+  usage() {
+    return this.request('GET', '/api/claude/usage?days=1');
+  }
+
   interrupt(id) {
     return this.request('POST', this.session(id) + '/interrupt');
   }
@@ -85,5 +102,5 @@ export class Api {
 export const SHOWN_TYPES = [
   'turn_start', 'text', 'status', 'tool', 'done', 'error',
   'question', 'question_answered', 'permission', 'permission_answered',
-  'draft', 'draft_answered',
+  'draft', 'draft_answered', 'settings', 'refused', 'rate_limit',
 ];

@@ -37,6 +37,11 @@ const ui = {
   message: $('message'),
   send: $('send'),
   interrupt: $('interrupt'),
+  controls: $('controls'),
+  model: $('model'),
+  mode: $('mode'),
+  spend: $('spend'),
+  fork: $('fork'),
 };
 
 const app = {
@@ -50,6 +55,10 @@ const app = {
   interrupting: false,
   poll: null,
   notice: '',
+  // usage is today's spending and the limits (GET /usage).
+  usage: null,
+  // controlling counts the setting changes on their way to the server.
+  controlling: 0,
 };
 
 const view = new ChatView(ui.transcript, {
@@ -173,6 +182,7 @@ async function refreshSessions() {
   if (!app.api) return;
   try {
     app.sessions = await app.api.listSessions();
+    app.usage = await app.api.usage();
     renderSessions();
   } catch (err) {
     authLost(err);
@@ -277,6 +287,56 @@ window.addEventListener('hashchange', () => {
   if (app.api && id && id !== app.current) openSession(id);
 });
 
+// ---- session controls: model, permission mode, spending, fork ----
+
+const usd = (n) => '$' + (n || 0).toFixed(2);
+
+// renderControls shows the open chat's model, mode and what it and today
+// cost, against the limits.
+function renderControls(current) {
+  ui.controls.hidden = !current;
+  if (!current) return;
+  const model = current.model || '';
+  if (model && ![...ui.model.options].some((o) => o.value === model)) {
+    ui.model.append(h('option', { value: model, text: model }));
+  }
+  // A change on its way to the server is not undone by an older list.
+  if (!app.controlling) {
+    ui.model.value = model || 'sonnet';
+    ui.mode.value = current.permission_mode || 'acceptEdits';
+  }
+  const limits = (app.usage && app.usage.limits) || {};
+  let text = usd(current.spent_usd) + (limits.session_usd ? ' of ' + usd(limits.session_usd) : '') + ' in this chat';
+  if (app.usage) text += ' · today ' + usd(app.usage.today_usd) + (limits.person_day_usd ? ' of ' + usd(limits.person_day_usd) : '');
+  ui.spend.textContent = text;
+  const over = (limits.session_usd && current.spent_usd >= limits.session_usd) ||
+    (limits.person_day_usd && app.usage && app.usage.today_usd >= limits.person_day_usd);
+  ui.spend.classList.toggle('over', !!over);
+}
+
+async function control(fn) {
+  if (!app.current) return;
+  const id = app.current;
+  app.controlling++;
+  try {
+    await fn(id);
+    app.notice = '';
+  } catch (err) {
+    if (!authLost(err)) showNotice(err.message);
+  }
+  await refreshSessions();
+  app.controlling--;
+  updateChrome();
+}
+
+ui.model.addEventListener('change', () => control((id) => app.api.setModel(id, ui.model.value)));
+ui.mode.addEventListener('change', () => control((id) => app.api.setPermissionMode(id, ui.mode.value)));
+ui.fork.addEventListener('click', () => control(async (id) => {
+  const s = await app.api.fork(id);
+  app.sessions = [s, ...app.sessions.filter((x) => x.id !== s.id)];
+  openSession(s.id);
+}));
+
 // ---- composer ----
 
 function busy() {
@@ -311,6 +371,7 @@ async function send() {
     setTimeout(() => { if (app.awaitingTurn) { app.awaitingTurn = false; updateChrome(); } }, 15000);
   } catch (err) {
     if (!authLost(err)) showNotice(err.status === 429 ? 'Too many messages are waiting in this chat. Wait for the replies.' : err.message);
+    if (err.status === 402) refreshSessions();
   } finally {
     app.posting = false;
     updateChrome();
@@ -380,6 +441,8 @@ function updateChrome() {
   ui.interrupt.hidden = !running;
   ui.interrupt.disabled = app.interrupting;
   ui.interrupt.textContent = app.interrupting ? 'Interrupting…' : 'Interrupt';
+  ui.fork.disabled = locked;
+  renderControls(current);
   if (!locked && document.activeElement === document.body) ui.message.focus();
 }
 

@@ -7,6 +7,14 @@
 import { parse, render } from './markdown.js';
 
 // h creates an element; text is always set as text, never parsed as HTML.
+// rateLimitText says where the account stands with its rate limit.
+function rateLimitText(ev) {
+  const window = { five_hour: 'five-hour', seven_day: 'weekly' }[ev.window] || ev.window || '';
+  const what = ev.status === 'rejected' ? 'reached' : 'nearly reached';
+  const until = ev.resets_at ? ', resets ' + new Date(ev.resets_at * 1000).toLocaleString() : '';
+  return `The ${window} rate limit is ${what}${until}.`.replace('The  rate', 'The rate');
+}
+
 export function h(tag, props = {}, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(props)) {
@@ -130,6 +138,16 @@ export class ChatView {
       case 'permission_answered':
       case 'draft_answered':
         this.answered(ev);
+        break;
+      case 'refused':
+        // A message over the budget: it never reached the assistant.
+        this.flush();
+        this.addNote('Not sent: ' + (ev.error || 'refused.'), 'note error');
+        break;
+      case 'rate_limit':
+        if (ev.status !== 'allowed') this.addNote(rateLimitText(ev), 'note');
+        break;
+      case 'settings':
         break;
       default:
         return;
