@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -65,6 +66,14 @@ type Hooks struct {
 	log   zerolog.Logger
 	guard vault.Guard
 	audit *vault.AuditLog
+
+	// Per session: how many hook callbacks (tool calls) it made, and
+	// how many it had made when a turn's end last found its person's
+	// folder committed. Equal counts mean no tool ran since: the turn
+	// cannot have changed a file, and its end need not ask git.
+	mu      sync.Mutex
+	calls   map[string]uint64
+	checked map[string]uint64
 }
 
 // New returns Hooks for the vault at cfg.VaultRoot.
@@ -80,6 +89,7 @@ func New(cfg Config) *Hooks {
 		log:   cfg.Logger.With().Str("component", "hooks").Logger(),
 		guard: vault.Guard{VaultRoot: cfg.VaultRoot},
 		audit: vault.NewAuditLog(cfg.VaultRoot, cfg.Git),
+		calls: map[string]uint64{}, checked: map[string]uint64{},
 	}
 }
 
@@ -121,6 +131,11 @@ func (h *Hooks) Handle(ctx context.Context, c Caller, req *supervisor.ControlReq
 		}
 	}
 	log := h.log.With().Str("session", c.ID()).Str("person", c.Person()).Str("tool", in.ToolName).Logger()
+	// Every tool call passes here (the guard matches every tool), before
+	// it runs: from now on the session's turn end asks git again.
+	h.mu.Lock()
+	h.calls[c.ID()]++
+	h.mu.Unlock()
 	switch req.CallbackID {
 	case CallbackVaultGuard:
 		if reason := h.guard.Check(c.Person(), in.Cwd, in.ToolName, in.ToolInput); reason != "" {
@@ -194,7 +209,8 @@ func toolUseID(req *supervisor.ControlRequest, in supervisor.HookInput) string {
 }
 
 // CommitTurn commits what a turn changed in person's vault, and only there,
-// naming the session; a turn that changed nothing commits nothing. Callers
+// naming the session; a turn that changed nothing commits nothing, and one
+// in which no tool ran does not ask git. Callers
 // report an error as a status: the turn itself has already succeeded.
 func (h *Hooks) CommitTurn(ctx context.Context, person, sessionID string) error {
 	if _, err := h.guard.Folder(person); err != nil {
@@ -203,9 +219,25 @@ func (h *Hooks) CommitTurn(ctx context.Context, person, sessionID string) error 
 	if h.cfg.Git == nil {
 		return nil
 	}
+	// Only the session's tools write into the folder, and each session
+	// commits its own writes: after a turn without a tool call (most
+	// chat turns) there is nothing to look for. The first turn end of
+	// each session in this server's life always looks.
+	h.mu.Lock()
+	calls := h.calls[sessionID]
+	seen, ok := h.checked[sessionID]
+	h.mu.Unlock()
+	if ok && seen == calls {
+		return nil
+	}
 	if err := h.cfg.Git.CommitTurn(ctx, person, sessionID); err != nil {
 		return fmt.Errorf("commit turn: %w", err)
 	}
+	// A tool call of the next turn that came meanwhile counted past
+	// calls, so the next turn end looks again.
+	h.mu.Lock()
+	h.checked[sessionID] = calls
+	h.mu.Unlock()
 	return nil
 }
 
