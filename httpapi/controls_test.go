@@ -45,6 +45,10 @@ func TestSessionControlsValidateTheirInput(t *testing.T) {
 		{"thinking negative", "POST", base + "/thinking", "sebastian", "", `{"max_thinking_tokens":-1}`, 400},
 		{"thinking missing", "POST", base + "/thinking", "sebastian", "", `{}`, 400},
 		{"thinking not a number", "POST", base + "/thinking", "sebastian", "", `{"max_thinking_tokens":"lots"}`, 400},
+		{"effort", "POST", base + "/thinking", "sebastian", "", `{"effort":"high"}`, 200},
+		{"effort as a form", "POST", base + "/thinking", "sebastian", "application/x-www-form-urlencoded", "effort=low", 200},
+		{"effort unknown", "POST", base + "/thinking", "sebastian", "", `{"effort":"extreme"}`, 400},
+		{"effort empty", "POST", base + "/thinking", "sebastian", "", `{"effort":""}`, 400},
 		{"get", "GET", base, "sebastian", "", "", 200},
 		{"get: another person's session", "GET", base, "petra", "", "", 404},
 		{"fork: unknown session", "POST", "/api/claude/sessions/nope/fork", "sebastian", "", "", 404},
@@ -86,12 +90,13 @@ func TestSettingsShowInTheSessionAndReachTheCLI(t *testing.T) {
 		{"/model", `{"model":"claude-sonnet-4-5"}`},
 		{"/permission-mode", `{"mode":"plan"}`},
 		{"/thinking", `{"max_thinking_tokens":2048}`},
+		{"/thinking", `{"effort":"xhigh"}`},
 	} {
 		if code, out := h.Call(t, "POST", base+call.path, "sebastian", json.RawMessage(call.body)); code != 200 {
 			t.Fatalf("%s: %d %v", call.path, code, out)
 		}
 	}
-	want := supervisor.Settings{Model: "claude-sonnet-4-5", PermissionMode: "plan", MaxThinkingTokens: 2048}
+	want := supervisor.Settings{Model: "claude-sonnet-4-5", PermissionMode: "plan", MaxThinkingTokens: 2048, Effort: "xhigh"}
 	if got := h.fakes.CLI(id).Settings(); got != want {
 		t.Fatalf("the CLI got %+v, want %+v", got, want)
 	}
@@ -104,7 +109,7 @@ func TestSettingsShowInTheSessionAndReachTheCLI(t *testing.T) {
 		t.Fatalf("list shows %v", s)
 	}
 	var last httpapitest.Event
-	for range 3 {
+	for range 4 {
 		last = httpapitest.Until(t, events, "settings")[0]
 	}
 	if httpapitest.Str(last, "model") != "claude-sonnet-4-5" || httpapitest.Str(last, "permission_mode") != "plan" {

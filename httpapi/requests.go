@@ -203,12 +203,18 @@ func (r *permissionModeRequest) validate() error {
 	return nil
 }
 
-// thinkingRequest sets a session's thinking budget.
+// thinkingRequest sets how a session thinks: its thinking budget, its
+// effort, or both.
 type thinkingRequest struct {
-	MaxThinkingTokens *int `json:"max_thinking_tokens"`
+	MaxThinkingTokens *int    `json:"max_thinking_tokens"`
+	Effort            *string `json:"effort"`
 }
 
 func (r *thinkingRequest) fromForm(v url.Values) error {
+	if v.Has("effort") {
+		e := v.Get("effort")
+		r.Effort = &e
+	}
 	s := v.Get("max_thinking_tokens")
 	if s == "" {
 		return nil
@@ -222,8 +228,8 @@ func (r *thinkingRequest) fromForm(v url.Values) error {
 }
 
 func (r *thinkingRequest) validate() error {
-	if r.MaxThinkingTokens == nil {
-		return badRequest("max_thinking_tokens is required (0: the default)")
+	if r.MaxThinkingTokens == nil && r.Effort == nil {
+		return badRequest("max_thinking_tokens (0: the default) or effort is required")
 	}
 	return nil
 }

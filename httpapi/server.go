@@ -773,7 +773,7 @@ func (s *Server) setThinking(c *gin.Context) {
 	if !s.bind(c, &req) {
 		return
 	}
-	if err := chat.SetThinking(c.Request.Context(), *req.MaxThinkingTokens); err != nil {
+	if err := chat.SetThinking(c.Request.Context(), req.MaxThinkingTokens, req.Effort); err != nil {
 		s.fail(c, err)
 		return
 	}

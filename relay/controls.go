@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,13 +71,28 @@ func (c *Session) SetPermissionMode(ctx context.Context, mode string) error {
 	return c.configure(ctx, func(set *supervisor.Settings) { set.PermissionMode = mode })
 }
 
-// SetThinking sets the thinking budget of the next turns, in tokens (0:
-// the CLI's default).
-func (c *Session) SetThinking(ctx context.Context, tokens int) error {
-	if tokens < 0 || tokens > maxThinking {
+// Efforts are the effort levels of adaptive thinking the CLI takes.
+var Efforts = []string{"low", "medium", "high", "xhigh", "max"}
+
+// SetThinking sets how the next turns think: a thinking budget in tokens
+// (0: the CLI's default), for models with a budget, and/or an effort
+// level (one of Efforts), for models that think adaptively. nil leaves
+// either as it is.
+func (c *Session) SetThinking(ctx context.Context, tokens *int, effort *string) error {
+	if tokens != nil && (*tokens < 0 || *tokens > maxThinking) {
 		return badSetting("max_thinking_tokens must be between 0 (the default) and %d", maxThinking)
 	}
-	return c.configure(ctx, func(set *supervisor.Settings) { set.MaxThinkingTokens = tokens })
+	if effort != nil && !slices.Contains(Efforts, *effort) {
+		return badSetting("effort must be one of %s", strings.Join(Efforts, ", "))
+	}
+	return c.configure(ctx, func(set *supervisor.Settings) {
+		if tokens != nil {
+			set.MaxThinkingTokens = *tokens
+		}
+		if effort != nil {
+			set.Effort = *effort
+		}
+	})
 }
 
 // configure changes the session's settings, tells the clients and keeps
@@ -107,7 +123,7 @@ func (c *Session) publishSettings() {
 		model = c.model
 	}
 	c.stream.publishJSON(settingsEvent{Type: "settings", Model: model, PermissionMode: set.PermissionMode,
-		MaxThinkingTokens: set.MaxThinkingTokens}, false, false)
+		MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort}, false, false)
 }
 
 // noteReported keeps the model and permission mode a system message of
@@ -141,7 +157,7 @@ func (s *Registry) Fork(id, person string) (*Session, error) {
 	}
 	set := orig.sess.Settings()
 	m := meta{Person: person, CLISessionID: orig.sess.CLISessionID(), Title: orig.title,
-		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
+		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort,
 		ResumeAt: orig.resumeAt, ForkedFrom: orig.ID, LastEntry: orig.tr.lastEntry}
 	m.Fork = m.CLISessionID != ""
 	orig.mu.Unlock()

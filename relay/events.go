@@ -141,6 +141,7 @@ type (
 		Model             string `json:"model,omitempty"`
 		PermissionMode    string `json:"permission_mode,omitempty"`
 		MaxThinkingTokens int    `json:"max_thinking_tokens,omitempty"`
+		Effort            string `json:"effort,omitempty"`
 	}
 	// rateLimitEvent is the CLI's news about the account's rate-limit
 	// window (rate_limit_event).

@@ -45,6 +45,8 @@ type SessionInfo struct {
 	Model             string `json:"model,omitempty"`
 	PermissionMode    string `json:"permission_mode,omitempty"`
 	MaxThinkingTokens int    `json:"max_thinking_tokens,omitempty"`
+	// Effort is the effort level of adaptive thinking ("": the default).
+	Effort string `json:"effort,omitempty"`
 	// SpentUSD is what the session's turns have cost so far.
 	SpentUSD float64 `json:"spent_usd"`
 	// ForkedFrom is the session this one was forked from.
@@ -467,7 +469,7 @@ func (c *Session) meta() meta {
 	return meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
 		Created: c.Created, LastActivity: c.lastActivity,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		SpentUSD: c.tr.spent, Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.lastEntry}
+		Effort: set.Effort, SpentUSD: c.tr.spent, Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.lastEntry}
 }
 
 // History returns a copy of the session's messages.
@@ -488,7 +490,7 @@ func (c *Session) Info() SessionInfo {
 	}
 	return SessionInfo{ID: c.ID, Title: c.title, Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State()),
 		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		SpentUSD: c.tr.spent, ForkedFrom: c.forkedFrom}
+		Effort: set.Effort, SpentUSD: c.tr.spent, ForkedFrom: c.forkedFrom}
 }
 
 // AttachInteractive counts a client that can answer questions until the
@@ -629,8 +631,9 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 	}
 	c.sess = s.cfg.Launcher.Launch(SessionParams{ID: m.ID, Person: m.Person, CLISessionID: m.CLISessionID,
 		Fork: m.Fork, ResumeAt: m.ResumeAt,
-		Settings: supervisor.Settings{Model: m.Model, PermissionMode: m.PermissionMode, MaxThinkingTokens: m.MaxThinkingTokens},
-		Sink:     c, Chat: c})
+		Settings: supervisor.Settings{Model: m.Model, PermissionMode: m.PermissionMode, MaxThinkingTokens: m.MaxThinkingTokens,
+			Effort: m.Effort},
+		Sink: c, Chat: c})
 	s.mu.Lock()
 	s.byID[m.ID] = c
 	s.mu.Unlock()

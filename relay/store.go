@@ -72,6 +72,7 @@ type meta struct {
 	Model             string `json:"model,omitempty"`
 	PermissionMode    string `json:"permission_mode,omitempty"`
 	MaxThinkingTokens int    `json:"max_thinking_tokens,omitempty"`
+	Effort            string `json:"effort,omitempty"`
 	// SpentUSD is what the session's turns have cost.
 	SpentUSD float64 `json:"spent_usd,omitempty"`
 	// Fork and ResumeAt are what the next CLI process starts with, until

@@ -78,8 +78,10 @@ type Usage struct {
 type Settings struct {
 	Model          string
 	PermissionMode string
-	// MaxThinkingTokens bounds extended thinking (0: the CLI's default).
+	// MaxThinkingTokens bounds extended thinking (0: the CLI's default);
+	// Effort is the effort level of adaptive thinking ("": the default).
 	MaxThinkingTokens int
+	Effort            string
 	// MaxTurns bounds the agent turns of each message (0: no bound).
 	MaxTurns int
 	// BudgetUSD is what the session may still spend (0: no bound). The
@@ -436,6 +438,9 @@ func (s *CLI) launchSpec(resume string) Spec {
 	if set.MaxThinkingTokens > 0 {
 		spec.MaxThinkingTokens = set.MaxThinkingTokens
 	}
+	if set.Effort != "" {
+		spec.Effort = set.Effort
+	}
 	spec.MaxTurns, spec.MaxBudgetUSD = set.MaxTurns, set.BudgetUSD
 	return spec
 }
@@ -767,8 +772,8 @@ func (s *CLI) Settings() Settings {
 }
 
 // Configure replaces the session's settings. A live process gets a
-// changed model, permission mode or thinking budget at once, through the
-// CLI's control requests (for its next API request); if the CLI refuses
+// changed model, permission mode, thinking budget or effort at once,
+// through the CLI's control requests (for its next API request); if the CLI refuses
 // one, the settings stay as they were and the CLI's answer is the error.
 // Limits (turns, budget) take effect at the next turn.
 func (s *CLI) Configure(ctx context.Context, set Settings) error {
@@ -793,6 +798,11 @@ func (s *CLI) Configure(ctx context.Context, set Settings) error {
 			n = set.MaxThinkingTokens
 		}
 		_, err = p.Request(ctx, "set_max_thinking_tokens", map[string]any{"max_thinking_tokens": n})
+	}
+	if err == nil && set.Effort != old.Effort && set.Effort != "" {
+		// The CLI has no request of its own for it: its effort setting,
+		// merged into the flag settings layer.
+		_, err = p.Request(ctx, "apply_flag_settings", map[string]any{"settings": map[string]any{"effortLevel": set.Effort}})
 	}
 	if err != nil {
 		s.mu.Lock()

@@ -51,10 +51,10 @@ func TestLimitsChangedAsksForANewProcess(t *testing.T) {
 
 func TestSpecArgsForControls(t *testing.T) {
 	t.Parallel()
-	spec := Spec{Model: "sonnet", PermissionMode: "plan", MaxThinkingTokens: 2048, MaxTurns: 4, MaxBudgetUSD: 0.5,
+	spec := Spec{Model: "sonnet", PermissionMode: "plan", MaxThinkingTokens: 2048, Effort: "high", MaxTurns: 4, MaxBudgetUSD: 0.5,
 		ForkSession: true, ResumeAt: "entry-1"}
 	args := spec.Args("conv")
-	for _, want := range []string{"--model=sonnet", "--permission-mode=plan", "--max-thinking-tokens=2048", "--max-turns=4",
+	for _, want := range []string{"--model=sonnet", "--permission-mode=plan", "--max-thinking-tokens=2048", "--effort=high", "--max-turns=4",
 		"--max-budget-usd=0.5", "--resume=conv", "--fork-session", "--resume-session-at=entry-1"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("%s missing from %v", want, args)

@@ -40,8 +40,11 @@ type Spec struct {
 	Hooks map[string][]HookMatcher
 	// Model is passed as --model when set.
 	Model string
-	// MaxThinkingTokens is passed as --max-thinking-tokens when set.
+	// MaxThinkingTokens is passed as --max-thinking-tokens when set (models
+	// with a thinking budget); Effort as --effort (low ... max; models
+	// that think adaptively).
 	MaxThinkingTokens int
+	Effort            string
 	// MaxTurns bounds the agent turns of one message (--max-turns).
 	MaxTurns int
 	// MaxBudgetUSD bounds what the process may spend (--max-budget-usd);
@@ -117,6 +120,9 @@ func (s Spec) Args(resume string) []string {
 	}
 	if s.MaxThinkingTokens > 0 {
 		args = append(args, "--max-thinking-tokens="+strconv.Itoa(s.MaxThinkingTokens))
+	}
+	if s.Effort != "" {
+		args = append(args, "--effort="+s.Effort)
 	}
 	if s.MaxTurns > 0 {
 		args = append(args, "--max-turns="+strconv.Itoa(s.MaxTurns))

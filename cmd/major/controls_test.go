@@ -41,9 +41,25 @@ func TestSessionControlsThroughCLI(t *testing.T) {
 	s := start(t, "--max-budget-usd-session", "0.25")
 	c := apiClient(s)
 
-	// The model switches while the CLI runs (set_model) ...
 	lines := turn(t, s, "", "hello")
 	id := httpapitest.Str(lines[len(lines)-1], "session_id")
+	// The effort of adaptive thinking (the default model thinks
+	// adaptively) changes while the CLI runs (apply_flag_settings) ...
+	if code, out := c.Call(t, "POST", "/api/claude/sessions/"+id+"/thinking", "sebastian", map[string]any{"effort": "xhigh"}); code != 200 {
+		t.Fatalf("effort: %d %v", code, out)
+	}
+	turn(t, s, id, "[[say thinking harder]]")
+	reqs := s.env.Model.Requests()
+	var body struct {
+		OutputConfig struct {
+			Effort string `json:"effort"`
+		} `json:"output_config"`
+	}
+	if err := json.Unmarshal(reqs[len(reqs)-1].Raw, &body); err != nil || body.OutputConfig.Effort != "xhigh" {
+		t.Fatalf("after the effort change the model was asked with effort %q (%v)", body.OutputConfig.Effort, err)
+	}
+
+	// ... and so does the model (set_model) ...
 	if m := lastModel(s); m == "claude-sonnet-4-5" {
 		t.Fatalf("the default model is already %s", m)
 	}
