@@ -96,6 +96,7 @@ type Hooks interface {
 	Handle(ctx context.Context, c hooks.Caller, req *supervisor.ControlRequest) (json.RawMessage, error)
 	EndTurn(sessionID string)
 	CommitTurn(ctx context.Context, person, sessionID string) error
+	CommitRewind(ctx context.Context, person, sessionID string) error
 }
 
 var _ Hooks = (*hooks.Hooks)(nil)
@@ -324,7 +325,7 @@ func (l *Launcher) VetRewind(person string, files []string) ([]string, error) {
 // Rewound commits the files a rewind restored in person's folder; a git
 // failure is the status the person reads, never a failed rewind.
 func (l *Launcher) Rewound(ctx context.Context, person, sessionID, messageID string) string {
-	if err := l.cfg.Hooks.CommitTurn(ctx, person, sessionID); err != nil {
+	if err := l.cfg.Hooks.CommitRewind(ctx, person, sessionID); err != nil {
 		l.log.Warn().Err(err).Str("session", sessionID).Str("message", messageID).Msg("commit of a rewind failed")
 		return vault.Explain(err)
 	}

@@ -47,6 +47,10 @@ func (f *fakeHooks) CommitTurn(ctx context.Context, person, sessionID string) er
 	return nil
 }
 
+func (f *fakeHooks) CommitRewind(ctx context.Context, person, sessionID string) error {
+	return f.CommitTurn(ctx, person, sessionID)
+}
+
 // fakeMCP is an assembly.MCP that answers every message with nothing.
 type fakeMCP struct{}
 

@@ -241,6 +241,22 @@ func (h *Hooks) CommitTurn(ctx context.Context, person, sessionID string) error 
 	return nil
 }
 
+// CommitRewind commits the files a rewind of session sessionID restored
+// in person's folder. Unlike a turn's end it always asks git: the CLI
+// restores the files without a tool call.
+func (h *Hooks) CommitRewind(ctx context.Context, person, sessionID string) error {
+	if _, err := h.guard.Folder(person); err != nil {
+		return fmt.Errorf("commit rewind: %w", err)
+	}
+	if h.cfg.Git == nil {
+		return nil
+	}
+	if err := h.cfg.Git.CommitTurn(ctx, person, sessionID); err != nil {
+		return fmt.Errorf("commit rewind: %w", err)
+	}
+	return nil
+}
+
 // IsolationArgs are the CLI flags (for supervisor.Spec.ExtraArgs) that keep
 // anything inside the vault from configuring the CLI, since the vault is
 // its working directory and the model can write there:
