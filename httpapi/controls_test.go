@@ -150,6 +150,9 @@ func TestOverBudgetMessagesAreRefusedBeforeTheModel(t *testing.T) {
 	if code != http.StatusPaymentRequired || !strings.Contains(out["error"].(string), "budget of $1.00") {
 		t.Fatalf("over budget: %d %v", code, out)
 	}
+	if refused := httpapitest.Until(t, events, "refused"); httpapitest.Str(refused[len(refused)-1], "message") != "three" {
+		t.Fatalf("refused event %v", refused)
+	}
 	code, lines := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "four", "session_id": id}))
 	if code != 200 || len(lines) == 0 || httpapitest.Str(lines[len(lines)-1], "type") != "error" || !strings.Contains(httpapitest.Str(lines[len(lines)-1], "message"), "budget") {
 		t.Fatalf("chat-stream over budget: %d %v", code, lines)

@@ -601,7 +601,7 @@ func (s *Server) postMessage(c *gin.Context) {
 		return
 	}
 	// Over budget now: refused at once, never queued.
-	if err := s.cfg.Registry.Admit(chat); err != nil {
+	if err := s.cfg.Registry.Admit(chat, req.Message); err != nil {
 		s.fail(c, err)
 		return
 	}

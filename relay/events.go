@@ -157,7 +157,7 @@ type (
 	// refusedEvent is a message that never reached the model.
 	refusedEvent struct {
 		Type    string `json:"type"`
-		QueueID string `json:"queue_id"`
+		QueueID string `json:"queue_id,omitempty"`
 		Message string `json:"message"`
 		Kind    string `json:"kind"`
 		Error   string `json:"error"`

@@ -275,9 +275,16 @@ func (s *Registry) allowance(c *Session) (budget float64, maxTurns int, err erro
 	return max(budget, 0), lim.MaxTurns, nil
 }
 
-// Admit checks that c may take a message now: a BudgetError if the
-// session or its person has spent their budget.
-func (s *Registry) Admit(c *Session) error {
+// Admit checks that c may take message now: a BudgetError if the session
+// or its person has spent their budget, which the session's events
+// stream shows as a refused event.
+func (s *Registry) Admit(c *Session, message string) error {
 	_, _, err := s.allowance(c)
+	var over *BudgetError
+	if errors.As(err, &over) {
+		c.mu.Lock()
+		c.stream.publishJSON(refusedEvent{Type: "refused", Message: message, Kind: kindBudget, Error: over.Error()}, false, false)
+		c.mu.Unlock()
+	}
 	return err
 }
