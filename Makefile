@@ -27,7 +27,7 @@ run: claude build
 # then the web client in headless Chromium against the server.
 test: claude lint
 	$(GO) test -race -count=1 -timeout 20m ./...
-	BENCH_TIME=1x bash scripts/bench-report.sh
+	$(GO) test -race -count=1 -short -run '^$$' -bench . -benchtime 1x ./...
 	bash web/e2e/run.sh
 
 # The web client's tests alone (installs Chromium from Debian if missing).

@@ -321,7 +321,10 @@ func (r *rawPipe) turn(b *testing.B, msg string, line func([]byte, time.Time)) {
 // pipe's.
 func BenchmarkRelayThroughput(b *testing.B) {
 	bin := standin.Build(b)
-	const msg = "deltas:2000 size:64"
+	msg := "deltas:2000 size:64"
+	if testing.Short() { // make test's run, to keep it working, not to measure
+		msg = "deltas:200 size:64"
+	}
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
 			_, chat := standinSession(b, bin, nil)
@@ -350,7 +353,10 @@ func BenchmarkRelayThroughput(b *testing.B) {
 // x-baseline is relay p99 over pipe p99.
 func BenchmarkRelayLatency(b *testing.B) {
 	bin := standin.Build(b)
-	const msg = "deltas:1000 delay:1ms stamp:1 size:32"
+	msg := "deltas:1000 delay:1ms stamp:1 size:32"
+	if testing.Short() {
+		msg = "deltas:100 delay:1ms stamp:1 size:32"
+	}
 	_, chat := standinSession(b, bin, nil)
 	raw := startRaw(b, bin)
 	relayTurn(b, chat, "deltas:1", 1, nil)
@@ -408,7 +414,10 @@ func BenchmarkRelayLatency(b *testing.B) {
 // of its event log on disk.
 func BenchmarkSessionMemory(b *testing.B) {
 	bin := standin.Build(b)
-	const n = 50
+	n := 50
+	if testing.Short() {
+		n = 5
+	}
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -444,10 +453,10 @@ func BenchmarkSessionMemory(b *testing.B) {
 				logged += int64(len(ev.Line))
 			}
 		}
-		perIdle := float64(idle-min(idle, before)) / n
+		perIdle := float64(idle-min(idle, before)) / float64(n)
 		b.ReportMetric(perIdle, "idle-B/session")
-		b.ReportMetric(float64(live-min(live, before))/n, "live-B/session")
-		b.ReportMetric(perIdle/(float64(logged)/n), "x-baseline")
+		b.ReportMetric(float64(live-min(live, before))/float64(n), "live-B/session")
+		b.ReportMetric(perIdle/(float64(logged)/float64(n)), "x-baseline")
 		sessions.Close()
 	}
 }

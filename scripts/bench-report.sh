@@ -4,8 +4,7 @@
 # with the other figures it reports (medians in ms, p99 in µs, bytes).
 # Absolute times depend on the machine; the ratios are what to compare.
 # The whole-server benchmarks on the real CLI run a fixed 7 iterations
-# (medians of 7); BENCH_TIME=1x runs every benchmark once (make test does,
-# so they cannot rot).
+# (medians of 7); BENCH_TIME=1x runs every benchmark once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
