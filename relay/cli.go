@@ -26,6 +26,9 @@ type CLI interface {
 	// the change at once; the CLI's refusal is the error).
 	Settings() supervisor.Settings
 	Configure(ctx context.Context, set supervisor.Settings) error
+	// SetLimits sets only the budget and the agent-turn bound of the
+	// next turns (see supervisor.CLI.SetLimits).
+	SetLimits(budgetUSD float64, maxTurns int)
 	// RewindFiles restores (dryRun: lists) the files the CLI changed
 	// since the message with that CLI id; supervisor.ErrBusy during a turn.
 	RewindFiles(ctx context.Context, messageID string, dryRun bool) (supervisor.RewindResult, error)

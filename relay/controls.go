@@ -98,6 +98,8 @@ func (c *Session) SetThinking(ctx context.Context, tokens *int, effort *string) 
 // configure changes the session's settings, tells the clients and keeps
 // them for the next start.
 func (c *Session) configure(ctx context.Context, change func(*supervisor.Settings)) error {
+	c.setMu.Lock()
+	defer c.setMu.Unlock()
 	set := c.sess.Settings()
 	change(&set)
 	if err := c.sess.Configure(ctx, set); err != nil {

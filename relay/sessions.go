@@ -220,6 +220,8 @@ type Session struct {
 	forkedFrom string
 	// ledger sums the person's usage per day.
 	ledger *ledger
+	// setMu makes one settings change at a time, so none is lost.
+	setMu sync.Mutex
 	// onTurnEnd starts the turn-end hook for a turn-end event and reports
 	// whether it did (nil: there is none). While it runs, ending is set
 	// and the session's events wait in held, in order.
@@ -797,13 +799,7 @@ func (s *Registry) Send(ctx context.Context, c *Session, text string) error {
 	if err != nil {
 		return err
 	}
-	set := c.sess.Settings()
-	if set.BudgetUSD != budget || set.MaxTurns != turns {
-		set.BudgetUSD, set.MaxTurns = budget, turns
-		if err := c.sess.Configure(ctx, set); err != nil {
-			return err
-		}
-	}
+	c.sess.SetLimits(budget, turns)
 	return c.sess.Send(ctx, text)
 }
 

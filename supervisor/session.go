@@ -775,10 +775,11 @@ func (s *CLI) Settings() Settings {
 // changed model, permission mode, thinking budget or effort at once,
 // through the CLI's control requests (for its next API request); if the CLI refuses
 // one, the settings stay as they were and the CLI's answer is the error.
-// Limits (turns, budget) take effect at the next turn.
+// The limits (turns, budget) are SetLimits's: Configure keeps them.
 func (s *CLI) Configure(ctx context.Context, set Settings) error {
 	s.mu.Lock()
 	old := s.settings
+	set.BudgetUSD, set.MaxTurns = old.BudgetUSD, old.MaxTurns
 	s.settings = set
 	p := s.proc
 	s.mu.Unlock()
@@ -807,7 +808,8 @@ func (s *CLI) Configure(ctx context.Context, set Settings) error {
 	if err != nil {
 		s.mu.Lock()
 		if s.settings == set {
-			s.settings = old
+			s.settings.Model, s.settings.PermissionMode = old.Model, old.PermissionMode
+			s.settings.MaxThinkingTokens, s.settings.Effort = old.MaxThinkingTokens, old.Effort
 		}
 		s.mu.Unlock()
 		return fmt.Errorf("configure claude: %w", err)
@@ -838,6 +840,16 @@ func (s *CLI) ResumeAt(entry string) error {
 		}
 	}
 	return nil
+}
+
+// SetLimits sets the budget (what the session may still spend, 0: no
+// bound) and the agent-turn bound of the next turns, leaving the other
+// settings as they are; a live process started with other limits is
+// replaced before the next turn.
+func (s *CLI) SetLimits(budgetUSD float64, maxTurns int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settings.BudgetUSD, s.settings.MaxTurns = budgetUSD, maxTurns
 }
 
 // RewindResult is the CLI's answer to a rewind of its file checkpoints.

@@ -78,6 +78,13 @@ func (f *CLI) Configure(ctx context.Context, set supervisor.Settings) error {
 	return nil
 }
 
+// SetLimits keeps the budget and the turn bound in the settings.
+func (f *CLI) SetLimits(budgetUSD float64, maxTurns int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settings.BudgetUSD, f.settings.MaxTurns = budgetUSD, maxTurns
+}
+
 // RewindFiles calls RewindFilesFunc, or answers that there is no
 // checkpoint.
 func (f *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (supervisor.RewindResult, error) {
