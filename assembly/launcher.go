@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -367,4 +368,44 @@ func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
 		Pool:         l.cfg.Pool,
 		Logger:       l.log,
 	})
+}
+
+// TerminalArgs is the command line of person's terminal (the interactive
+// CLI on a session's conversation): the session's own (Spec: prompt,
+// tools, allowed tools, permission mode, the configured MCP servers,
+// skills and model, the isolation flags) without the LinkedIn tools, whose
+// SDK server only a stream-json session can host; the hooks as commands
+// from the settings file hookSettings (outside every vault; merged with the
+// session's own settings into one JSON value when it has some); and the
+// conversation: resume, or a new one with the id newID.
+func (l *Launcher) TerminalArgs(person, hookSettings, resume, newID string) ([]string, error) {
+	spec := l.Spec(person)
+	sdk := func(t string) bool { return strings.HasPrefix(t, "mcp__"+mcpserver.ServerName+"__") }
+	spec.Tools = slices.DeleteFunc(slices.Clone(spec.Tools), sdk)
+	spec.AllowedTools = slices.DeleteFunc(slices.Clone(spec.AllowedTools), sdk)
+	spec.SDKMCPServers = nil
+	settings := hookSettings
+	if spec.Settings != "" {
+		merged := map[string]any{}
+		raw, err := os.ReadFile(hookSettings)
+		if err != nil {
+			return nil, fmt.Errorf("terminal settings: %w", err)
+		}
+		for _, layer := range [][]byte{raw, []byte(spec.Settings)} {
+			if err := json.Unmarshal(layer, &merged); err != nil {
+				return nil, fmt.Errorf("terminal settings: %w", err)
+			}
+		}
+		b, err := json.Marshal(merged)
+		if err != nil {
+			return nil, err
+		}
+		settings = string(b)
+	}
+	spec.Settings = settings
+	args := spec.SessionArgs(resume)
+	if resume == "" && newID != "" {
+		args = append(args, "--session-id="+newID)
+	}
+	return args, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/terminal"
 	"github.com/majorhq/major/vault"
 )
 
@@ -47,6 +48,8 @@ type Config struct {
 	// CORSOrigins are the browser origins (scheme://host[:port]) allowed
 	// to call the API from another site; none by default.
 	CORSOrigins []string
+	// Terminals, when set, serves the sessions' terminals.
+	Terminals Terminals
 	// Done is closed when the server shuts down; streams end then.
 	Done <-chan struct{}
 }
@@ -115,6 +118,7 @@ func NewServer(cfg Config) *Server {
 	api.POST("/sessions/:id/fork", s.fork)
 	api.POST("/sessions/:id/rewind", s.rewind)
 	api.GET("/usage", s.usage)
+	api.GET("/sessions/:id/terminal", s.terminal)
 
 	if cfg.MCP != nil {
 		mcp := func(c *gin.Context) {
@@ -150,6 +154,10 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, msg = http.StatusNotFound, "session not found"
 	case errors.Is(err, relay.ErrTooManySessions):
 		status, msg = http.StatusTooManyRequests, err.Error()
+	case errors.Is(err, relay.ErrTerminalOpen):
+		status, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, terminal.ErrEnded):
+		status, msg = http.StatusServiceUnavailable, "the server is shutting down"
 	case errors.Is(err, supervisor.ErrBusy):
 		status, msg = http.StatusConflict, "the session is already running a turn; wait for it to finish or interrupt it"
 	case errors.Is(err, relay.ErrQueueFull):
@@ -221,6 +229,12 @@ func personOf(c *gin.Context) string { return c.GetString(personKey) }
 func (s *Server) authenticate(c *gin.Context) {
 	h := c.GetHeader("Authorization")
 	token, ok := strings.CutPrefix(h, "Bearer ")
+	person := c.GetHeader("X-Notes-Person")
+	if h == "" {
+		// A browser's WebSocket offers them as subprotocols.
+		token, person = websocketCredentials(c.Request)
+		ok = token != ""
+	}
 	if !ok || token == "" {
 		s.fail(c, &apiError{http.StatusUnauthorized, "missing bearer token"})
 		return
@@ -230,7 +244,6 @@ func (s *Server) authenticate(c *gin.Context) {
 		s.fail(c, &apiError{http.StatusUnauthorized, "invalid token"})
 		return
 	}
-	person := c.GetHeader("X-Notes-Person")
 	if !vault.ValidPerson(person) {
 		s.fail(c, badRequest("X-Notes-Person must be a plain lowercase name"))
 		return

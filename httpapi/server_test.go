@@ -50,6 +50,9 @@ type harnessOpts struct {
 	ping time.Duration
 	// subBuf is each subscriber's buffer in events; 0: the default.
 	subBuf int
+	// terminals, when set, makes the server's terminals run this command
+	// (a stand-in for the interactive claude) under a pty.
+	terminals []string
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
@@ -81,13 +84,18 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 		tb.Fatal(err)
 	}
 	done := make(chan struct{})
-	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{
-		Auth: auth, Registry: sessions, Logger: log, Done: done, CORSOrigins: o.cors,
-		PingInterval: o.ping, SubscriberBuffer: o.subBuf,
-	}))
+	cfg := httpapi.Config{Auth: auth, Registry: sessions, Logger: log, Done: done, CORSOrigins: o.cors,
+		PingInterval: o.ping, SubscriberBuffer: o.subBuf}
+	terminals := func() {}
+	if o.terminals != nil {
+		t := newTerminals(tb, o.terminals, log)
+		cfg.Terminals, terminals = t, t.Close
+	}
+	srv := httptest.NewServer(httpapi.NewServer(cfg))
 	tb.Cleanup(func() {
 		close(done)
 		srv.Close()
+		terminals()
 		sessions.Close()
 	})
 	return &harness{Client: httpapitest.Client{URL: srv.URL, Token: token}, url: srv.URL, sessions: sessions, fakes: fakes}

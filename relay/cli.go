@@ -36,6 +36,12 @@ type CLI interface {
 	// entry with that CLI id, dropping what came after it; "" starts a
 	// fresh conversation. supervisor.ErrBusy during a turn.
 	ResumeAt(entry string) error
+	// StopIfIdle ends the live process if no turn runs, so another
+	// writer (a terminal) can take the conversation; the next turn
+	// resumes it. It reports whether a process was stopped.
+	StopIfIdle() bool
+	// Resume makes the next turn resume the CLI conversation id.
+	Resume(cliSessionID string)
 	// Close stops the CLI for good.
 	Close() error
 }

@@ -190,6 +190,9 @@ func (q *turnQueue) resendOf(text string, openedOnly bool, now time.Time) *Ticke
 func (c *Session) submit(text string, o SubmitOptions, now time.Time) (t *Ticket, start bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.terminal {
+		return nil, false, ErrTerminalOpen
+	}
 	q := &c.queue
 	if o.Stream {
 		if t := q.resendOf(text, false, now); t != nil {

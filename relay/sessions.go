@@ -222,6 +222,8 @@ type Session struct {
 	ledger *ledger
 	// setMu makes one settings change at a time, so none is lost.
 	setMu sync.Mutex
+	// terminal: the conversation is open in a terminal (see terminal.go).
+	terminal bool
 	// onTurnEnd starts the turn-end hook for a turn-end event and reports
 	// whether it did (nil: there is none). While it runs, ending is set
 	// and the session's events wait in held, in order.
@@ -856,7 +858,7 @@ func (s *Registry) Expire() int {
 		c.mu.Lock()
 		idle := now.Sub(c.lastActivity)
 		c.mu.Unlock()
-		if idle > s.cfg.TTL && !c.stream.TurnOpen() {
+		if idle > s.cfg.TTL && !c.stream.TurnOpen() && !c.TerminalOpen() {
 			old = append(old, c)
 		}
 	}

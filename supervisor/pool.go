@@ -130,10 +130,33 @@ func (p *Pool) heldLocked(person string) int {
 
 // acquire reserves a slot for a process about to start.
 func (p *Pool) acquire(ctx context.Context, self *CLI) error {
-	person := self.Person()
+	return p.acquireFor(ctx, self.Person(), self, func() { self.publish(Event{Kind: EventSlotWait}) })
+}
+
+// Hold takes a slot for a process the pool does not run itself (a
+// terminal's claude), for person, waiting and evicting idle sessions' processes as a
+// session's turn does; release gives it back and is idempotent.
+func (p *Pool) Hold(ctx context.Context, person string) (release func(), err error) {
+	if err := p.acquireFor(ctx, person, nil, func() {}); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.release(person)
+			p.signalLocked()
+			p.mu.Unlock()
+		})
+	}, nil
+}
+
+// acquireFor reserves a slot of person's; self (nil for a Hold) is never
+// evicted for it, and waiting is called once when the slot must be waited for.
+func (p *Pool) acquireFor(ctx context.Context, person string, self *CLI, waiting func()) error {
 	timer := time.NewTimer(p.cfg.SlotWait)
 	defer timer.Stop()
-	waiting := false
+	waited := false
 	p.mu.Lock()
 	p.waiters++
 	p.mu.Unlock()
@@ -163,7 +186,11 @@ func (p *Pool) acquire(ctx context.Context, self *CLI) error {
 		if w := p.evictWarmLocked(owner); w != nil {
 			p.reserved[person]++
 			p.mu.Unlock()
-			p.log.Info().Str("person", w.person).Str("session", self.ID()).Msg("stopped a waiting claude to free a slot")
+			log := p.log.Info().Str("person", w.person)
+			if self != nil {
+				log = log.Str("session", self.ID())
+			}
+			log.Msg("stopped a waiting claude to free a slot")
 			w.stop()
 			return nil
 		}
@@ -188,9 +215,9 @@ func (p *Pool) acquire(ctx context.Context, self *CLI) error {
 		if evicted {
 			continue
 		}
-		if !waiting {
-			waiting = true
-			self.publish(Event{Kind: EventSlotWait})
+		if !waited {
+			waited = true
+			waiting()
 		}
 		select {
 		case <-changed:

@@ -208,6 +208,17 @@ func (s *CLI) CLISessionID() string {
 	return s.cliSessionID
 }
 
+// Resume makes the next process resume the CLI conversation id (one that
+// went on elsewhere, in a terminal); "" keeps the current one.
+func (s *CLI) Resume(id string) {
+	if id == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cliSessionID = id
+}
+
 // State reports whether the session is idle, running or waiting.
 func (s *CLI) State() State {
 	s.mu.Lock()

@@ -77,14 +77,21 @@ type HookMatcher struct {
 // so a value that starts with a dash can never be read as a flag of its
 // own (--resume, for one, takes an optional value).
 func (s Spec) Args(resume string) []string {
-	args := []string{
+	return append([]string{
 		"-p",
 		"--input-format=stream-json",
 		"--output-format=stream-json",
 		"--verbose",
 		"--include-partial-messages",
 		"--permission-prompt-tool=stdio",
-	}
+	}, s.SessionArgs(resume)...)
+}
+
+// SessionArgs is Args without the stream-json framing: what the session
+// is (prompt, tools, permissions, MCP servers, plugins, settings, model,
+// the conversation), for the interactive CLI as much as for -p.
+func (s Spec) SessionArgs(resume string) []string {
+	var args []string
 	if s.SystemPrompt != "" {
 		args = append(args, "--system-prompt="+s.SystemPrompt)
 	}

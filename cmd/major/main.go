@@ -75,9 +75,11 @@ type config struct {
 	IdleTimeout  time.Duration
 	// Warm is how many started processes wait for each recently active
 	// person's next new chat.
-	Warm       int
-	SlotWait   time.Duration
-	SessionTTL time.Duration
+	Warm     int
+	SlotWait time.Duration
+	// TerminalGrace keeps a terminal without a client alive this long.
+	TerminalGrace time.Duration
+	SessionTTL    time.Duration
 	// SessionsPerPerson bounds the sessions one person keeps.
 	SessionsPerPerson int
 	// ReadTimeout bounds reading a request (headers and body);
@@ -152,6 +154,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 15*time.Minute, "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
 	fs.IntVar(&c.Warm, "warm-processes", 1, "claude processes started ahead, in free slots, for each recently active person's next new chat (MAJOR_WARM_PROCESSES; 0: none)")
 	fs.DurationVar(&c.SlotWait, "slot-wait", 30*time.Second, "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
+	fs.DurationVar(&c.TerminalGrace, "terminal-grace", 5*time.Minute, "keep a terminal whose client went away alive this long for it to come back (MAJOR_TERMINAL_GRACE)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*24*time.Hour, "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
 	fs.IntVar(&c.SessionsPerPerson, "max-sessions-per-person", 200, "most chat sessions one person keeps; a new one beyond gets 429 (MAJOR_MAX_SESSIONS_PER_PERSON; 0: no limit)")
 	fs.DurationVar(&c.ReadTimeout, "http-read-timeout", 30*time.Second, "how long a client may take to send a request, body included; never limits a streamed answer (MAJOR_HTTP_READ_TIMEOUT)")
@@ -211,6 +214,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, errors.New("--max-budget-usd-day (MAJOR_MAX_BUDGET_USD_DAY) must be 0 (no limit) or more")
 	case c.Limits.MaxTurns < 0:
 		return c, errors.New("--max-turns (MAJOR_MAX_TURNS) must be 0 (no limit) or more")
+	case c.TerminalGrace <= 0:
+		return c, errors.New("--terminal-grace (MAJOR_TERMINAL_GRACE) must be positive")
 	}
 	return c, nil
 }

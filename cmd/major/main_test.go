@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	// The terminals' claude runs this binary as `major hook <id>`.
+	if len(os.Args) > 1 && os.Args[1] == "hook" {
+		os.Exit(hook(context.Background(), os.Args[2:]))
+	}
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),

@@ -22,6 +22,7 @@ import (
 	"github.com/majorhq/major/readiness"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/terminal"
 	"github.com/majorhq/major/vault"
 	"github.com/majorhq/major/web"
 )
@@ -136,11 +137,11 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	pool := supervisor.NewPool(supervisor.PoolConfig{Max: cfg.MaxProcesses, MaxPerPerson: cfg.MaxPerPerson, IdleTimeout: cfg.IdleTimeout,
 		SlotWait: cfg.SlotWait, PIDDir: pidDir, Logger: log})
 	defer pool.Close()
+	hk := hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log})
 	launcher = assembly.New(assembly.Config{Claude: claude, Env: childEnv, VaultRoot: vaultRoot,
 		AskTimeout: cfg.AskTimeout, StallTimeout: cfg.StallTimeout, AutoPublish: auto,
 		Settings: settings, FilesDir: filepath.Join(cfg.StateDir, "session-config"),
-		Hooks: hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log}),
-		MCP:   mcp, Pool: pool, Logger: log,
+		Hooks: hk, MCP: mcp, Pool: pool, Logger: log,
 		// The same limits for everyone, from the flags.
 		LimitsFor: func(string) assembly.Limits { return cfg.Limits }})
 	// New chats of the persons active lately start in processes started
@@ -157,6 +158,16 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		return err
 	}
 	defer sessions.Close()
+
+	// Closed before the sessions (deferred later): an ending terminal
+	// hands its conversation back to its session.
+	terminals, err := startTerminals(cfg, claude, childEnv, hk, launcher, pool, log)
+	if err != nil {
+		return err
+	}
+	if terminals != nil {
+		defer terminals.Close()
+	}
 
 	// Old sessions expire while the server runs, not only at start.
 	expiry := assembly.StartExpiry(ctx, assembly.ExpiryConfig{Sessions: sessions, Logger: log})
@@ -176,6 +187,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Done:           done,
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
+	}
+	if terminals != nil {
+		srvCfg.Terminals = terminals
 	}
 	srvCfg.Static = clientFiles{dir: http.FS(web.Files())}
 	if cfg.WebDir != "" {
@@ -200,4 +214,53 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		sessions.Shutdown(sctx)
 		close(done)
 	})
+}
+
+// startTerminals serves the terminals' hook commands on a socket in the
+// state directory and writes the settings file that makes the terminal's
+// claude run them (`major hook <id>`, this binary): both outside every
+// vault. A socket that cannot be made (its path too long for a unix
+// socket) leaves the server without terminals, and says so.
+func startTerminals(cfg config, claude string, env []string, hk *hooks.Hooks, launcher *assembly.Launcher, pool *supervisor.Pool, log zerolog.Logger) (*terminalSet, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the major binary for the terminals' hooks: %w", err)
+	}
+	settings, err := hooks.CommandSettings(hk.Matchers(), []string{exe, "hook"})
+	if err != nil {
+		return nil, err
+	}
+	settingsPath := filepath.Join(cfg.StateDir, "terminal-settings.json")
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(settingsPath, settings, 0o600); err != nil {
+		return nil, fmt.Errorf("write the terminals' settings: %w", err)
+	}
+	cmds, err := hooks.ListenCommands(hooks.CommandConfig{Socket: filepath.Join(cfg.StateDir, "hooks.sock"),
+		Handle: hk.Handle, TurnEnd: launcher.EndTurn, Logger: log})
+	if err != nil {
+		log.Error().Err(err).Msg("terminals are not available")
+		return nil, nil
+	}
+	mgr := terminal.NewManager(terminal.Config{
+		Claude: claude, Env: env,
+		Args: func(person, resume, newID string) ([]string, error) {
+			return launcher.TerminalArgs(person, settingsPath, resume, newID)
+		},
+		Dir: launcher.Dir, Commands: cmds, Ended: launcher.EndTurn, Pool: pool,
+		Grace: cfg.TerminalGrace, Logger: log,
+	})
+	return &terminalSet{Manager: mgr, cmds: cmds}, nil
+}
+
+// terminalSet is the terminals and their hook socket, closed together.
+type terminalSet struct {
+	*terminal.Manager
+	cmds *hooks.Commands
+}
+
+func (t *terminalSet) Close() {
+	t.Manager.Close()
+	_ = t.cmds.Close()
 }

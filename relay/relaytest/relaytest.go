@@ -47,6 +47,8 @@ type CLI struct {
 	ResumeAtFunc    func(entry string) error
 
 	mu       sync.Mutex
+	resumed  string
+	stopped  int
 	running  bool
 	waiting  bool
 	closed   bool
@@ -192,6 +194,33 @@ func (f *CLI) CLISessionID() string {
 		return f.CLISessionIDFunc()
 	}
 	return ""
+}
+
+// StopIfIdle counts the call and reports whether no turn ran.
+func (f *CLI) StopIfIdle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		return false
+	}
+	f.stopped++
+	return true
+}
+
+// Resume records the conversation the next turn resumes.
+func (f *CLI) Resume(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id != "" {
+		f.resumed = id
+	}
+}
+
+// Resumed is the conversation id last given to Resume.
+func (f *CLI) Resumed() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resumed
 }
 
 // Close calls CloseFunc, or marks the fake closed (idempotent).

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// termConn is a test's WebSocket to a session's terminal: it keeps every
+// screen byte received.
+type termConn struct {
+	ws     *websocket.Conn
+	mu     sync.Mutex
+	screen bytes.Buffer
+	closed chan struct{}
+	status websocket.StatusCode
+}
+
+// openTerminal connects as a browser does: token and person as
+// subprotocols.
+func openTerminal(tb testing.TB, s *server, id string) *termConn {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(s.url, "http") + "/api/claude/sessions/" + id + "/terminal"
+	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+		Subprotocols: []string{"major.v1", "bearer." + base64.RawURLEncoding.EncodeToString([]byte(testToken)), "person.sebastian"},
+	})
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		tb.Fatalf("open terminal: %v (status %d)", err, status)
+	}
+	if ws.Subprotocol() != "major.v1" {
+		tb.Fatalf("subprotocol %q", ws.Subprotocol())
+	}
+	ws.SetReadLimit(4 << 20)
+	c := &termConn{ws: ws, closed: make(chan struct{})}
+	go func() {
+		defer close(c.closed)
+		for {
+			_, b, err := ws.Read(context.Background())
+			if err != nil {
+				c.status = websocket.CloseStatus(err)
+				return
+			}
+			c.mu.Lock()
+			c.screen.Write(b)
+			c.mu.Unlock()
+		}
+	}()
+	tb.Cleanup(func() { c.close() })
+	return c
+}
+
+func (c *termConn) close() {
+	_ = c.ws.Close(websocket.StatusNormalClosure, "")
+	<-c.closed
+}
+
+func (c *termConn) Screen() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.screen.String()
+}
+
+func (c *termConn) send(tb testing.TB, typ websocket.MessageType, b []byte) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ws.Write(ctx, typ, b); err != nil {
+		tb.Fatalf("write to the terminal: %v", err)
+	}
+}
+
+// typeLine types text, then Enter, as separate keystrokes would arrive.
+func (c *termConn) typeLine(tb testing.TB, text string) {
+	tb.Helper()
+	c.send(tb, websocket.MessageBinary, []byte(text))
+	time.Sleep(300 * time.Millisecond)
+	c.send(tb, websocket.MessageBinary, []byte("\r"))
+}
+
+// waitFor polls until cond holds, failing after within.
+func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// terminalClaude lists the interactive claude processes (no -p) whose
+// working folder is dir and that lead their process group (a terminal's
+// claude does; the CLI's own helpers it starts do not).
+func terminalClaude(tb testing.TB, dir string) []int {
+	tb.Helper()
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || cwd != dir {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 2 && fields[2] == e.Name() && strings.Contains(args[0], "claude") && !containsArg(args, "-p") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func containsArg(args []string, a string) bool {
+	for _, x := range args {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+// userTexts is every text the person sent in the model's last request.
+func lastRequestTexts(s *server) string {
+	reqs := s.env.Model.Requests()
+	if len(reqs) == 0 {
+		return ""
+	}
+	return strings.Join(reqs[len(reqs)-1].UserTexts(), " | ")
+}
+
+// The terminal continues the app's conversation and the app continues the
+// terminal's: a prompt typed in the terminal reaches the model with the
+// app's earlier messages, a resize reaches the pty, a write outside the
+// vault is denied there too, app messages get 409 meanwhile, a client that
+// comes back within the grace time finds the same process, and after the
+// grace time nothing is left running and the next app message has the
+// terminal's turns in its history.
+func TestTerminalContinuesTheConversation(t *testing.T) {
+	t.Parallel()
+	s := start(t, "--terminal-grace", "4s")
+	vaultDir := filepath.Join(s.env.VaultRoot, "sebastian")
+
+	out := readAll(t, s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[say the app's first answer]] app-marker"}`))
+	var done struct {
+		SessionID string `json:"session_id"`
+	}
+	_ = json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &done)
+	id := done.SessionID
+	if id == "" {
+		t.Fatalf("no session: %s", out)
+	}
+
+	term := openTerminal(t, s, id)
+	waitFor(t, 60*time.Second, "the CLI's prompt", func() bool { return strings.Contains(term.Screen(), "accept edits on") })
+	if pids := terminalClaude(t, vaultDir); len(pids) != 1 {
+		t.Fatalf("interactive claude processes in the vault: %v", pids)
+	}
+
+	// One writer: the app waits for the terminal.
+	if r := s.req(t, "POST", "/api/claude/sessions/"+id+"/messages", `{"message":"hello from the app"}`); r.StatusCode != 409 {
+		t.Fatalf("app message while the terminal is open: %d %s", r.StatusCode, readAll(t, r))
+	}
+
+	// The CLI draws its rules across the whole width.
+	term.send(t, websocket.MessageText, []byte(`{"type":"resize","cols":123,"rows":40}`))
+	waitFor(t, 20*time.Second, "the screen at the new width", func() bool { return strings.Contains(term.Screen(), strings.Repeat("─", 123)) })
+
+	term.typeLine(t, "[[recall]] terminal-marker")
+	waitFor(t, 60*time.Second, "the terminal's prompt at the model", func() bool {
+		return strings.Contains(lastRequestTexts(s), "terminal-marker")
+	})
+	if got := lastRequestTexts(s); !strings.Contains(got, "app-marker") {
+		t.Fatalf("the terminal's request lacks the app's message: %s", got)
+	}
+
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	term.typeLine(t, `[[tool Write {"file_path":"`+outside+`","content":"escaped"}]]`)
+	waitFor(t, 60*time.Second, "the Write's result at the model", func() bool {
+		for _, r := range s.env.Model.Requests() {
+			for _, b := range r.ToolResults() {
+				if strings.Contains(b.ResultText(), "outside") {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if _, err := os.Stat(outside); !os.IsNotExist(err) {
+		t.Fatalf("the terminal wrote outside the vault: %v", err)
+	}
+
+	// Away and back within the grace time: the same process, and the
+	// screen so far first.
+	pids := terminalClaude(t, vaultDir)
+	term.close()
+	time.Sleep(500 * time.Millisecond)
+	again := openTerminal(t, s, id)
+	waitFor(t, 10*time.Second, "the scroll-back", func() bool { return strings.Contains(again.Screen(), "accept edits on") })
+	if now := terminalClaude(t, vaultDir); len(now) != 1 || len(pids) != 1 || now[0] != pids[0] {
+		t.Fatalf("the terminal's process changed across a reconnect: %v then %v", pids, now)
+	}
+
+	// Gone for longer than the grace time: nothing is left running.
+	again.close()
+	waitFor(t, 30*time.Second, "the terminal to end", func() bool { return len(terminalClaude(t, vaultDir)) == 0 })
+
+	// The app resumes the conversation, with the terminal's turns in it.
+	waitFor(t, 10*time.Second, "the session to be free", func() bool {
+		r := s.req(t, "POST", "/api/claude/sessions/"+id+"/messages", `{"message":"[[recall]] back-in-the-app"}`)
+		readAll(t, r)
+		return r.StatusCode == 202
+	})
+	waitFor(t, 60*time.Second, "the app's turn at the model", func() bool {
+		return strings.Contains(lastRequestTexts(s), "back-in-the-app")
+	})
+	if got := lastRequestTexts(s); !strings.Contains(got, "terminal-marker") || !strings.Contains(got, "app-marker") {
+		t.Fatalf("the app's turn lacks the terminal's: %s", got)
+	}
+}

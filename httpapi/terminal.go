@@ -1,0 +1,187 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/coder/websocket"
+	"github.com/gin-gonic/gin"
+
+	"github.com/majorhq/major/terminal"
+)
+
+// TerminalProtocol is the WebSocket subprotocol of the terminal endpoint.
+// A browser, which cannot set headers on a WebSocket, offers its token and
+// person as two more subprotocols: "bearer.<token, base64url>" and
+// "person.<name>"; the server answers with TerminalProtocol only.
+const TerminalProtocol = "major.v1"
+
+// Terminals runs the terminals of the sessions; *terminal.Manager
+// satisfies it.
+type Terminals interface {
+	Attach(ctx context.Context, id, person string, chat terminal.Chat) (*terminal.Client, error)
+}
+
+var _ Terminals = (*terminal.Manager)(nil)
+
+// terminalControl is a text message from the client.
+type terminalControl struct {
+	Type string `json:"type"`
+	Cols int    `json:"cols"`
+	Rows int    `json:"rows"`
+	Data string `json:"data"`
+}
+
+// websocketCredentials are the token and person a WebSocket request
+// offers as subprotocols, if any.
+func websocketCredentials(r *http.Request) (token, person string) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return "", ""
+	}
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			p = strings.TrimSpace(p)
+			if b, ok := strings.CutPrefix(p, "bearer."); ok {
+				if raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(b, "=")); err == nil {
+					token = string(raw)
+				}
+			}
+			if n, ok := strings.CutPrefix(p, "person."); ok {
+				person = n
+			}
+		}
+	}
+	return token, person
+}
+
+// terminal attaches the client to the session's terminal over a
+// WebSocket: binary messages are keystrokes in and screen bytes out, text
+// messages are JSON controls ({"type":"resize","cols","rows"},
+// {"type":"input","data"}). A client attaching again within the grace time
+// gets the scroll-back first.
+func (s *Server) terminal(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	if s.cfg.Terminals == nil {
+		s.fail(c, &apiError{http.StatusNotFound, "terminals are not available on this server"})
+		return
+	}
+	if !strings.EqualFold(c.GetHeader("Upgrade"), "websocket") {
+		s.fail(c, badRequest("the terminal is a WebSocket: send an upgrade request"))
+		return
+	}
+	client, err := s.cfg.Terminals.Attach(c.Request.Context(), chat.ID, personOf(c), chat)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer client.Detach()
+	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{
+		Subprotocols:   []string{TerminalProtocol},
+		OriginPatterns: s.originHosts(),
+	})
+	if err != nil {
+		return // Accept answered the client
+	}
+	ws.SetReadLimit(1 << 20)
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		defer cancel()
+		s.terminalInput(ctx, ws, client)
+	}()
+	code, reason := s.terminalOutput(ctx, ws, client)
+	_ = ws.Close(code, reason)
+	cancel()
+	<-readDone
+}
+
+// terminalInput types the client's keystrokes and applies its controls
+// until the connection ends.
+func (s *Server) terminalInput(ctx context.Context, ws *websocket.Conn, client *terminal.Client) {
+	for {
+		typ, data, err := ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		if typ == websocket.MessageBinary {
+			if client.Write(data) != nil {
+				return
+			}
+			continue
+		}
+		var ctl terminalControl
+		if json.Unmarshal(data, &ctl) != nil {
+			continue
+		}
+		switch ctl.Type {
+		case "resize":
+			if err := client.Resize(ctl.Cols, ctl.Rows); err != nil {
+				s.log.Debug().Err(err).Msg("terminal resize refused")
+			}
+		case "input":
+			if client.Write([]byte(ctl.Data)) != nil {
+				return
+			}
+		}
+	}
+}
+
+// terminalOutput sends the scroll-back, then the screen, until the client
+// or the terminal goes; it returns how to close the connection.
+func (s *Server) terminalOutput(ctx context.Context, ws *websocket.Conn, client *terminal.Client) (websocket.StatusCode, string) {
+	write := func(b []byte) error {
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+		defer cancel()
+		return ws.Write(wctx, websocket.MessageBinary, b)
+	}
+	if replay := client.Replay(); len(replay) > 0 {
+		if write(replay) != nil {
+			return websocket.StatusGoingAway, ""
+		}
+	}
+	for {
+		select {
+		case b, ok := <-client.Output():
+			if !ok {
+				err := client.Err()
+				switch {
+				case errors.Is(err, terminal.ErrEnded):
+					return websocket.StatusNormalClosure, "the terminal has ended"
+				case errors.Is(err, terminal.ErrReplaced):
+					return 4000, "the terminal was opened elsewhere"
+				default:
+					return websocket.StatusTryAgainLater, "fell behind the terminal; attach again"
+				}
+			}
+			if write(b) != nil {
+				return websocket.StatusGoingAway, ""
+			}
+		case <-ctx.Done():
+			return websocket.StatusGoingAway, ""
+		case <-s.cfg.Done:
+			return websocket.StatusGoingAway, "the server is shutting down"
+		}
+	}
+}
+
+// originHosts are the hosts of the CORS origins, whose pages may open a
+// terminal too; a page of the server's own origin always may.
+func (s *Server) originHosts() []string {
+	var hosts []string
+	for _, o := range s.cfg.CORSOrigins {
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			hosts = append(hosts, u.Host)
+		}
+	}
+	return hosts
+}

@@ -1,0 +1,79 @@
+package relay
+
+import (
+	"errors"
+	"time"
+
+	"github.com/majorhq/major/supervisor"
+)
+
+// One writer per conversation: while the conversation is open in a
+// terminal (the interactive claude on the same CLI conversation), the
+// session's own CLI is stopped and app messages are refused; once the
+// terminal closes, the next message resumes the conversation with what
+// happened in the terminal.
+
+// ErrTerminalOpen refuses an app message while the conversation is open in
+// a terminal.
+var ErrTerminalOpen = errors.New("this conversation is open in the terminal; close the terminal to continue it here")
+
+// terminalEvent is terminal_opened or terminal_closed on the events stream
+// (never on the compat stream: it belongs to no turn).
+type terminalEvent struct {
+	Type string `json:"type"`
+}
+
+func (e terminalEvent) eventType() string { return e.Type }
+
+// OpenTerminal hands the conversation to a terminal: it refuses while a
+// turn runs or messages wait (supervisor.ErrBusy) and when a terminal has
+// it already (ErrTerminalOpen), then stops the session's idle CLI and
+// returns the CLI conversation id the terminal resumes ("" before the
+// first turn). Attached clients see terminal_opened.
+func (c *Session) OpenTerminal() (cliSessionID string, err error) {
+	c.mu.Lock()
+	switch {
+	case c.terminal:
+		c.mu.Unlock()
+		return "", ErrTerminalOpen
+	case c.queue.current != nil, len(c.queue.waiting) > 0, c.ending, c.sess.State() != supervisor.StateIdle:
+		c.mu.Unlock()
+		return "", supervisor.ErrBusy
+	}
+	c.terminal = true
+	c.stream.publishJSON(terminalEvent{Type: "terminal_opened"}, false, false)
+	c.mu.Unlock()
+	// No turn can start now, so the CLI stays stopped until the terminal
+	// closes.
+	c.sess.StopIfIdle()
+	return c.sess.CLISessionID(), nil
+}
+
+// CloseTerminal gives the conversation back to the app: the next message
+// resumes cliSessionID (the terminal's conversation; "" keeps the
+// session's). Attached clients see terminal_closed.
+func (c *Session) CloseTerminal(cliSessionID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.terminal {
+		return
+	}
+	c.terminal = false
+	c.sess.Resume(cliSessionID)
+	c.lastActivity = time.Now()
+	c.stream.publishJSON(terminalEvent{Type: "terminal_closed"}, false, false)
+	c.persist()
+}
+
+// TerminalOpen reports whether a terminal has the conversation.
+func (c *Session) TerminalOpen() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.terminal
+}
+
+// Notice publishes something the person should know (a status) to the
+// session's clients.
+func (c *Session) Notice(text string) {
+	c.Publish(supervisor.Event{Kind: supervisor.EventNotice, Text: text, Time: time.Now()})
+}

@@ -1,0 +1,131 @@
+package terminal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The interactive CLI shows first-run screens that the stream-json
+// sessions never see: the onboarding (theme, a connectivity check of the
+// Anthropic API), whether to trust the working folder, and whether to use
+// the ANTHROPIC_API_KEY it finds. The server has already made those choices
+// for its sessions, so before a terminal starts it records the answers in
+// the CLI's own configuration file, as the CLI does when a person answers
+// them: hasCompletedOnboarding, projects[<vault>].hasTrustDialogAccepted,
+// and the key's last 20 characters among customApiKeyResponses.approved.
+// Trusting the vault folder loads nothing from it: the terminal runs with
+// --setting-sources "" like every session.
+
+// configFile is the CLI's configuration file for environment env:
+// $CLAUDE_CONFIG_DIR/.claude.json, else $HOME/.claude.json.
+func configFile(env []string) (string, string) {
+	get := func(k string) string {
+		v := ""
+		for _, kv := range env {
+			if key, val, ok := strings.Cut(kv, "="); ok && key == k {
+				v = val
+			}
+		}
+		return v
+	}
+	key := get("ANTHROPIC_API_KEY")
+	if dir := get("CLAUDE_CONFIG_DIR"); dir != "" {
+		return filepath.Join(dir, ".claude.json"), key
+	}
+	if home := get("HOME"); home != "" {
+		return filepath.Join(home, ".claude.json"), key
+	}
+	return "", key
+}
+
+// firstRunAnswered records the first-run answers for a terminal in dir,
+// changing the file only when one is missing.
+func (m *Manager) firstRunAnswered(env []string, dir string) error {
+	path, key := configFile(env)
+	if path == "" {
+		return errors.New("the CLI's configuration file is unknown: neither CLAUDE_CONFIG_DIR nor HOME is set")
+	}
+	m.configMu.Lock()
+	defer m.configMu.Unlock()
+	cfg := map[string]any{}
+	raw, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read the CLI's configuration: %w", err)
+	default:
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			return fmt.Errorf("the CLI's configuration %s is not JSON: %w", path, err)
+		}
+	}
+	changed := false
+	if cfg["hasCompletedOnboarding"] != true {
+		cfg["hasCompletedOnboarding"] = true
+		changed = true
+	}
+	projects, _ := cfg["projects"].(map[string]any)
+	if projects == nil {
+		projects = map[string]any{}
+		cfg["projects"] = projects
+	}
+	project, _ := projects[dir].(map[string]any)
+	if project == nil {
+		project = map[string]any{}
+		projects[dir] = project
+	}
+	if project["hasTrustDialogAccepted"] != true {
+		project["hasTrustDialogAccepted"] = true
+		changed = true
+	}
+	if key = strings.TrimSpace(key); key != "" {
+		if len(key) > 20 {
+			key = key[len(key)-20:]
+		}
+		responses, _ := cfg["customApiKeyResponses"].(map[string]any)
+		if responses == nil {
+			responses = map[string]any{"approved": []any{}, "rejected": []any{}}
+			cfg["customApiKeyResponses"] = responses
+		}
+		approved, _ := responses["approved"].([]any)
+		found := false
+		for _, a := range approved {
+			found = found || a == key
+		}
+		if !found {
+			responses["approved"] = append(approved, key)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	out, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".claude.json.major-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(out); err != nil {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write the CLI's configuration: %w", err)
+	}
+	return nil
+}

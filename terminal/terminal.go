@@ -1,0 +1,463 @@
+// Package terminal runs Claude Code's own interactive interface on a chat
+// session's conversation, under a pseudo-terminal (creack/pty), for a
+// client attached over the HTTP API: keystrokes in, screen bytes out,
+// resizes. A Manager keeps one Terminal per session; a Terminal whose
+// client went away stays alive for a grace time, keeping a bounded
+// scroll-back that a client attaching again gets first, and then ends:
+// its process group is killed, the pty closed, nothing left running.
+//
+// It owns the terminal's process and its pty and nothing else: the CLI's
+// command line comes from assembly, the hooks are answered by package hooks
+// (as commands of the major binary, through hooks.Commands), the slot from
+// the supervisor's Pool, and the rule that one writer has the conversation
+// at a time from the relay session (Chat). It serves no HTTP.
+package terminal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/supervisor"
+)
+
+// Why a client's output ended (Client.Err).
+var (
+	// ErrEnded: the terminal's claude exited or the terminal was closed.
+	ErrEnded = errors.New("the terminal has ended")
+	// ErrReplaced: another client attached to the terminal.
+	ErrReplaced = errors.New("the terminal was opened by another client")
+	// ErrSlow: the client read the screen too slowly; it attaches again
+	// and gets the scroll-back.
+	ErrSlow = errors.New("the client fell too far behind the terminal")
+)
+
+// Chat is what a terminal needs of its session; *relay.Session satisfies
+// it.
+type Chat interface {
+	OpenTerminal() (cliSessionID string, err error)
+	CloseTerminal(cliSessionID string)
+	Notice(text string)
+}
+
+var _ Chat = (*relay.Session)(nil)
+
+// Config configures a Manager.
+type Config struct {
+	// Claude is the CLI binary, Env its environment (see
+	// supervisor.CleanEnv).
+	Claude string
+	Env    []string
+	// Args is the CLI's command line for a terminal of person's: resume
+	// is the conversation to continue, or "" for a new one with the id
+	// newID.
+	Args func(person, resume, newID string) ([]string, error)
+	// Dir is person's vault, the CLI's working directory.
+	Dir func(person string) string
+	// Commands answers the terminals' hook commands.
+	Commands *hooks.Commands
+	// Ended runs after a terminal ended, as at the end of a turn (leases
+	// released, changes committed); a status it returns is shown to the
+	// session's clients.
+	Ended func(ctx context.Context, person, sessionID string) string
+	// Pool, when set, gives each terminal a process slot.
+	Pool *supervisor.Pool
+	// Grace is how long a terminal without a client stays alive; default
+	// 5m.
+	Grace time.Duration
+	// Scrollback bounds the screen bytes kept for a client that attaches
+	// again; default 256 KiB.
+	Scrollback int
+	Logger     zerolog.Logger
+}
+
+// Manager keeps the terminals of all sessions, one per session.
+type Manager struct {
+	cfg Config
+	log zerolog.Logger
+	wg  sync.WaitGroup
+
+	mu     sync.Mutex
+	byID   map[string]*Terminal
+	closed bool
+	// configMu orders the writes of the CLI's first-run answers.
+	configMu sync.Mutex
+}
+
+// NewManager returns a Manager with no terminals.
+func NewManager(cfg Config) *Manager {
+	if cfg.Grace <= 0 {
+		cfg.Grace = 5 * time.Minute
+	}
+	if cfg.Scrollback <= 0 {
+		cfg.Scrollback = 256 << 10
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{}}
+}
+
+// Attach attaches a client to the terminal of session id (person's, whose
+// chat it is), starting the terminal if none runs: the chat hands its
+// conversation over first (relay's one-writer rule: supervisor.ErrBusy
+// while a turn runs), and the terminal takes a process slot. A client
+// already attached is replaced.
+func (m *Manager) Attach(ctx context.Context, id, person string, chat Chat) (*Client, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrEnded
+	}
+	if t := m.byID[id]; t != nil {
+		m.mu.Unlock()
+		if c := t.attach(); c != nil {
+			return c, nil
+		}
+		return nil, relay.ErrTerminalOpen // it is ending right now
+	}
+	m.mu.Unlock()
+
+	resume, err := chat.OpenTerminal()
+	if err != nil {
+		return nil, err
+	}
+	t, err := m.start(ctx, id, person, resume, chat)
+	if err != nil {
+		chat.CloseTerminal("")
+		return nil, err
+	}
+	return t.attach(), nil
+}
+
+// Close ends every terminal and waits until they are gone.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	all := make([]*Terminal, 0, len(m.byID))
+	for _, t := range m.byID {
+		all = append(all, t)
+	}
+	m.mu.Unlock()
+	for _, t := range all {
+		t.kill()
+	}
+	m.wg.Wait()
+}
+
+// Live is how many terminals run.
+func (m *Manager) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byID)
+}
+
+// Pid is the process id of session id's terminal, or 0.
+func (m *Manager) Pid(id string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t := m.byID[id]; t != nil {
+		return t.cmd.Process.Pid
+	}
+	return 0
+}
+
+func (m *Manager) start(ctx context.Context, id, person, resume string, chat Chat) (*Terminal, error) {
+	release := func() {}
+	if m.cfg.Pool != nil {
+		r, err := m.cfg.Pool.Hold(ctx, person)
+		if err != nil {
+			return nil, err
+		}
+		release = r
+	}
+	dir := m.cfg.Dir(person)
+	newID := ""
+	if resume == "" {
+		newID = uuid.NewString()
+	}
+	if err := m.firstRunAnswered(m.cfg.Env, dir); err != nil {
+		release()
+		return nil, fmt.Errorf("start terminal: %w", err)
+	}
+	t := &Terminal{m: m, id: id, person: person, chat: chat, release: release, cliSession: resume, done: make(chan struct{})}
+	if resume == "" {
+		t.cliSession = newID
+	}
+	args, err := m.cfg.Args(person, resume, newID)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("start terminal: %w", err)
+	}
+	token, unregister := m.cfg.Commands.Register(t)
+	t.unregister = unregister
+	cmd := exec.Command(m.cfg.Claude, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append([]string{}, m.cfg.Env...),
+		"TERM=xterm-256color", "COLORTERM=truecolor",
+		hooks.SocketEnv+"="+m.cfg.Commands.Socket(), hooks.TokenEnv+"="+token)
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
+	if err != nil {
+		unregister()
+		release()
+		return nil, fmt.Errorf("start terminal: %w", err)
+	}
+	t.cmd, t.pty = cmd, f
+	m.mu.Lock()
+	m.byID[id] = t
+	m.mu.Unlock()
+	t.log = m.log.With().Str("session", id).Str("person", person).Int("pid", cmd.Process.Pid).Logger()
+	t.log.Info().Str("resume", resume).Msg("terminal started")
+	readDone := make(chan struct{})
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		defer close(readDone)
+		t.read()
+	}()
+	go func() {
+		defer m.wg.Done()
+		t.wait(readDone)
+	}()
+	return t, nil
+}
+
+// Terminal is one interactive claude on a session's conversation.
+type Terminal struct {
+	m          *Manager
+	log        zerolog.Logger
+	id, person string
+	chat       Chat
+	cmd        *exec.Cmd
+	pty        *os.File
+	release    func()
+	unregister func()
+	done       chan struct{}
+
+	mu         sync.Mutex
+	scroll     []byte
+	client     *Client
+	grace      *time.Timer
+	cliSession string
+	ended      bool
+	killed     bool
+}
+
+var _ hooks.Caller = (*Terminal)(nil)
+
+// ID is the session's id (hooks.Caller).
+func (t *Terminal) ID() string { return t.id }
+
+// Person is the session's owner (hooks.Caller).
+func (t *Terminal) Person() string { return t.person }
+
+// Notice shows text to the session's clients (hooks.Caller).
+func (t *Terminal) Notice(text string) { t.chat.Notice(text) }
+
+// SawSession keeps the CLI conversation id the terminal's hooks name: the
+// app resumes that one (hooks.SessionSeer).
+func (t *Terminal) SawSession(id string) {
+	t.mu.Lock()
+	t.cliSession = id
+	t.mu.Unlock()
+}
+
+// read copies the screen to the scroll-back and the attached client until
+// the pty is closed.
+func (t *Terminal) read() {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := t.pty.Read(buf)
+		if n > 0 {
+			t.output(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (t *Terminal) output(b []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.scroll = append(t.scroll, b...)
+	if over := len(t.scroll) - t.m.cfg.Scrollback; over > 0 {
+		t.scroll = append(t.scroll[:0], t.scroll[over:]...)
+	}
+	if c := t.client; c != nil {
+		select {
+		case c.out <- append([]byte(nil), b...):
+		default:
+			t.dropLocked(c, ErrSlow)
+		}
+	}
+}
+
+// wait reaps the process, then ends the terminal: leftovers in its group
+// killed, pty closed, client told, slot and hook token given back, the
+// conversation handed back to the app.
+func (t *Terminal) wait(readDone <-chan struct{}) {
+	err := t.cmd.Wait()
+	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+	_ = t.pty.Close()
+	<-readDone
+	t.mu.Lock()
+	t.ended = true
+	if t.grace != nil {
+		t.grace.Stop()
+	}
+	if t.client != nil {
+		t.dropLocked(t.client, ErrEnded)
+	}
+	cliSession := t.cliSession
+	t.mu.Unlock()
+	t.m.mu.Lock()
+	delete(t.m.byID, t.id)
+	t.m.mu.Unlock()
+	t.unregister()
+	t.release()
+	t.log.Info().AnErr("exit", err).Msg("terminal ended")
+	if t.m.cfg.Ended != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if status := t.m.cfg.Ended(ctx, t.person, t.id); status != "" {
+			t.chat.Notice(status)
+		}
+		cancel()
+	}
+	t.chat.CloseTerminal(cliSession)
+	close(t.done)
+}
+
+// kill ends the terminal: SIGHUP to its process group, as a closing
+// terminal does, then SIGKILL after a moment. wait does the rest.
+func (t *Terminal) kill() {
+	t.mu.Lock()
+	if t.ended || t.killed {
+		t.mu.Unlock()
+		return
+	}
+	t.killed = true
+	t.mu.Unlock()
+	pid := t.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGHUP)
+	go func() {
+		timer := time.NewTimer(3 * time.Second)
+		defer timer.Stop()
+		select {
+		case <-t.done:
+		case <-timer.C:
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}()
+}
+
+// attach makes a new client the terminal's one, replacing the one before;
+// nil once the terminal has ended.
+func (t *Terminal) attach() *Client {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended || t.killed {
+		return nil
+	}
+	if t.client != nil {
+		t.dropLocked(t.client, ErrReplaced)
+	}
+	if t.grace != nil {
+		t.grace.Stop()
+		t.grace = nil
+	}
+	c := &Client{t: t, out: make(chan []byte, 1024), replay: append([]byte(nil), t.scroll...)}
+	t.client = c
+	return c
+}
+
+// dropLocked ends c's output with err. t.mu is held.
+func (t *Terminal) dropLocked(c *Client, err error) {
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	close(c.out)
+	if t.client == c {
+		t.client = nil
+		if !t.ended && !t.killed {
+			t.grace = time.AfterFunc(t.m.cfg.Grace, t.expire)
+		}
+	}
+}
+
+// expire ends a terminal that no client attached to within the grace
+// time.
+func (t *Terminal) expire() {
+	t.mu.Lock()
+	idle := t.client == nil
+	t.mu.Unlock()
+	if idle {
+		t.log.Info().Dur("grace", t.m.cfg.Grace).Msg("no client came back to the terminal; ending it")
+		t.kill()
+	}
+}
+
+// Client is one attached client of a terminal.
+type Client struct {
+	t      *Terminal
+	out    chan []byte
+	replay []byte
+	err    error // set under t.mu when out is closed
+}
+
+// Replay is the scroll-back at the time the client attached: send it
+// first.
+func (c *Client) Replay() []byte { return c.replay }
+
+// Output delivers the screen bytes after the replay; it is closed when
+// the client is detached, replaced, too slow, or the terminal ended (Err
+// says which).
+func (c *Client) Output() <-chan []byte { return c.out }
+
+// Err says why Output was closed.
+func (c *Client) Err() error {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	return c.err
+}
+
+// Write types p into the terminal.
+func (c *Client) Write(p []byte) error {
+	if c.Err() != nil {
+		return c.Err()
+	}
+	_, err := c.t.pty.Write(p)
+	return err
+}
+
+// Resize sets the terminal's size in character cells.
+func (c *Client) Resize(cols, rows int) error {
+	if cols <= 0 || rows <= 0 || cols > 1000 || rows > 1000 {
+		return fmt.Errorf("terminal size %dx%d is out of range", cols, rows)
+	}
+	if c.Err() != nil {
+		return c.Err()
+	}
+	return pty.Setsize(c.t.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+}
+
+// Detach lets the client go: the terminal stays alive for the grace time,
+// for a client to attach again.
+func (c *Client) Detach() {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	if c.err == nil {
+		c.t.dropLocked(c, errDetached)
+	}
+}
+
+var errDetached = errors.New("the client detached")
