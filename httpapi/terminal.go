@@ -62,7 +62,7 @@ func websocketCredentials(r *http.Request) (token, person string) {
 // terminal attaches the client to the session's terminal over a
 // WebSocket: binary messages are keystrokes in and screen bytes out, text
 // messages are JSON controls ({"type":"resize","cols","rows"},
-// {"type":"input","data"}). A client attaching again within the grace time
+// {"type":"input","data"}, {"type":"close"}: end the terminal now). A client attaching again within the grace time
 // gets the scroll-back first.
 func (s *Server) terminal(c *gin.Context) {
 	chat, ok := s.session(c)
@@ -128,6 +128,8 @@ func (s *Server) terminalInput(ctx context.Context, ws *websocket.Conn, client *
 			if err := client.Resize(ctl.Cols, ctl.Rows); err != nil {
 				s.log.Debug().Err(err).Msg("terminal resize refused")
 			}
+		case "close":
+			client.End()
 		case "input":
 			if client.Write([]byte(ctl.Data)) != nil {
 				return

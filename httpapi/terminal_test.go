@@ -177,9 +177,9 @@ func TestTerminalAuthAndOneWriter(t *testing.T) {
 	}
 	eventually(t, "the scroll-back", func() bool { return strings.Contains(second.Screen(), "typed in the terminal") })
 
-	// The terminal ends (cat reads end of file): the app has the
+	// The client ends the terminal: the app has the
 	// conversation back and resumes the terminal's.
-	second.write(t, websocket.MessageBinary, "\x04")
+	second.write(t, websocket.MessageText, `{"type":"close"}`)
 	<-second.closed
 	if second.status != websocket.StatusNormalClosure {
 		t.Fatalf("close status at the end %d", second.status)

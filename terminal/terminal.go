@@ -242,6 +242,11 @@ type Terminal struct {
 	unregister func()
 	done       chan struct{}
 
+	// ptyMu keeps a resize (which reads the pty's descriptor) and the
+	// pty's close apart.
+	ptyMu     sync.RWMutex
+	ptyClosed bool
+
 	mu         sync.Mutex
 	scroll     []byte
 	client     *Client
@@ -302,20 +307,20 @@ func (t *Terminal) output(b []byte) {
 }
 
 // wait reaps the process, then ends the terminal: leftovers in its group
-// killed, pty closed, client told, slot and hook token given back, the
-// conversation handed back to the app.
+// killed, pty closed, slot and hook token given back, the conversation
+// handed back to the app, and then the client told.
 func (t *Terminal) wait(readDone <-chan struct{}) {
 	err := t.cmd.Wait()
 	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+	t.ptyMu.Lock()
+	t.ptyClosed = true
 	_ = t.pty.Close()
+	t.ptyMu.Unlock()
 	<-readDone
 	t.mu.Lock()
 	t.ended = true
 	if t.grace != nil {
 		t.grace.Stop()
-	}
-	if t.client != nil {
-		t.dropLocked(t.client, ErrEnded)
 	}
 	cliSession := t.cliSession
 	t.mu.Unlock()
@@ -333,6 +338,12 @@ func (t *Terminal) wait(readDone <-chan struct{}) {
 		cancel()
 	}
 	t.chat.CloseTerminal(cliSession)
+	// The client hears of the end once the app has the conversation back.
+	t.mu.Lock()
+	if t.client != nil {
+		t.dropLocked(t.client, ErrEnded)
+	}
+	t.mu.Unlock()
 	close(t.done)
 }
 
@@ -447,8 +458,17 @@ func (c *Client) Resize(cols, rows int) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
+	c.t.ptyMu.RLock()
+	defer c.t.ptyMu.RUnlock()
+	if c.t.ptyClosed {
+		return ErrEnded
+	}
 	return pty.Setsize(c.t.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 }
+
+// End ends the terminal now, as its grace time running out would: the
+// client is done with it and the conversation goes back to the app.
+func (c *Client) End() { c.t.kill() }
 
 // Detach lets the client go: the terminal stays alive for the grace time,
 // for a client to attach again.

@@ -9,8 +9,9 @@ import (
 	"io/fs"
 )
 
-//go:embed index.html style.css js/*.js
+//go:embed index.html style.css js/*.js vendor/xterm/*.mjs vendor/xterm/*.css vendor/xterm/LICENSE*
 var files embed.FS
 
-// Files is the client as served: index.html, style.css and js/*.js.
+// Files is the client as served: index.html, style.css, js/*.js and the
+// vendored xterm.js (vendor/xterm).
 func Files() fs.FS { return files }

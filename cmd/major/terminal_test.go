@@ -173,7 +173,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	}
 
 	term := openTerminal(t, s, id)
-	waitFor(t, 60*time.Second, "the CLI's prompt", func() bool { return strings.Contains(term.Screen(), "accept edits on") })
+	waitFor(t, 120*time.Second, "the CLI's prompt", func() bool { return strings.Contains(term.Screen(), "accept edits on") })
 	if pids := terminalClaude(t, vaultDir); len(pids) != 1 {
 		t.Fatalf("interactive claude processes in the vault: %v", pids)
 	}
@@ -188,7 +188,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	waitFor(t, 20*time.Second, "the screen at the new width", func() bool { return strings.Contains(term.Screen(), strings.Repeat("─", 123)) })
 
 	term.typeLine(t, "[[recall]] terminal-marker")
-	waitFor(t, 60*time.Second, "the terminal's prompt at the model", func() bool {
+	waitFor(t, 120*time.Second, "the terminal's prompt at the model", func() bool {
 		return strings.Contains(lastRequestTexts(s), "terminal-marker")
 	})
 	if got := lastRequestTexts(s); !strings.Contains(got, "app-marker") {
@@ -197,7 +197,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 
 	outside := filepath.Join(t.TempDir(), "outside.txt")
 	term.typeLine(t, `[[tool Write {"file_path":"`+outside+`","content":"escaped"}]]`)
-	waitFor(t, 60*time.Second, "the Write's result at the model", func() bool {
+	waitFor(t, 120*time.Second, "the Write's result at the model", func() bool {
 		for _, r := range s.env.Model.Requests() {
 			for _, b := range r.ToolResults() {
 				if strings.Contains(b.ResultText(), "outside") {
@@ -232,7 +232,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 		readAll(t, r)
 		return r.StatusCode == 202
 	})
-	waitFor(t, 60*time.Second, "the app's turn at the model", func() bool {
+	waitFor(t, 120*time.Second, "the app's turn at the model", func() bool {
 		return strings.Contains(lastRequestTexts(s), "back-in-the-app")
 	})
 	if got := lastRequestTexts(s); !strings.Contains(got, "terminal-marker") || !strings.Contains(got, "app-marker") {

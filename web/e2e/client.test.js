@@ -337,6 +337,30 @@ describe('web client', () => {
     await waitFor(page, (n) => document.querySelectorAll('#transcript .msg.user').length === n, before, 'the fork\'s transcript');
   });
 
+  step('the Terminal view shows Claude Code on the same conversation', async () => {
+    await page.locator(`.session[data-session-id="${sessionID}"]`).click();
+    await waitIdle(page);
+    await page.getByRole('button', { name: 'Terminal' }).click();
+    // The screen as xterm.js draws it (blank cells are no-break spaces).
+    const screenHas = (args) => {
+      const text = (document.querySelector('#terminal .xterm-rows')?.textContent || '').replace(/\u00a0/g, ' ');
+      return text.split(args.needle).length > args.times;
+    };
+    await waitFor(page, screenHas, { needle: 'accept edits on', times: 1 }, "the CLI's screen");
+    await shot(page, '18-terminal');
+    await page.keyboard.type('[[say Typed in the terminal]]');
+    await page.keyboard.press('Enter');
+    // Once as typed, once as the model's answer.
+    await waitFor(page, screenHas, { needle: 'Typed in the terminal', times: 2 }, "the model's answer in the terminal");
+    await shot(page, '19-terminal-answer');
+    await page.getByRole('button', { name: 'Back to the chat' }).click();
+    await page.locator('#terminal-view').waitFor({ state: 'hidden' });
+    // The chat continues the conversation, the terminal's turn included.
+    await send(page, '[[recall]]');
+    await waitReply(page, 'Typed in the terminal');
+    await waitIdle(page);
+  });
+
   step('phone width (dark): one column, chats in a drawer', async () => {
     const phone = await newClient({ width: 390, height: 844 }, stack.url, 'dark');
     await signIn(phone);

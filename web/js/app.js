@@ -4,6 +4,7 @@
 import { Api, ApiError } from './api.js';
 import { EventStream } from './stream.js';
 import { ChatView, h } from './chat.js';
+import { TerminalView } from './terminal.js';
 
 const AUTH_KEY = 'major.auth';
 const SESSION_KEY = 'major.session';
@@ -42,6 +43,11 @@ const ui = {
   mode: $('mode'),
   spend: $('spend'),
   fork: $('fork'),
+  openTerminal: $('open-terminal'),
+  terminalView: $('terminal-view'),
+  terminalStatus: $('terminal-status'),
+  closeTerminal: $('close-terminal'),
+  terminal: $('terminal'),
 };
 
 const app = {
@@ -443,8 +449,30 @@ function updateChrome() {
   ui.interrupt.textContent = app.interrupting ? 'Interrupting…' : 'Interrupt';
   ui.fork.disabled = locked;
   renderControls(current);
+  ui.openTerminal.hidden = !app.current;
+  ui.openTerminal.disabled = locked;
   if (!locked && document.activeElement === document.body) ui.message.focus();
 }
+
+// ---- the Terminal view ----
+
+const terminal = new TerminalView(ui.terminal, ui.terminalStatus, () => {});
+
+ui.openTerminal.addEventListener('click', () => {
+  if (!app.current || busy()) return;
+  ui.terminalView.hidden = false;
+  terminal.open(app.api, app.current);
+});
+
+ui.closeTerminal.addEventListener('click', async () => {
+  ui.closeTerminal.disabled = true;
+  ui.terminalStatus.textContent = 'Closing…';
+  await terminal.close();
+  ui.closeTerminal.disabled = false;
+  ui.terminalView.hidden = true;
+  refreshSoon();
+  ui.message.focus();
+});
 
 // ---- small screens: the chat list is a drawer ----
 
