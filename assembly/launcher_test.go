@@ -345,3 +345,50 @@ func TestLimitsConfigurationOverFlags(t *testing.T) {
 		t.Errorf("sebastian: %+v, want the flags' %+v", got, want)
 	}
 }
+
+// A terminal is put together like the person's sessions, without the
+// LinkedIn tools (no SDK server there), with the hooks' settings file,
+// merged with the skills' settings when the person has skills.
+func TestTerminalArgs(t *testing.T) {
+	hookSettings := filepath.Join(t.TempDir(), "terminal-settings.json")
+	if err := os.WriteFile(hookSettings, []byte(`{"hooks":{"Stop":[]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := assembly.New(assembly.Config{
+		Claude: "/opt/claude", VaultRoot: t.TempDir(), Hooks: &fakeHooks{}, MCP: fakeMCP{}, FilesDir: t.TempDir(), Logger: zerolog.Nop(),
+		Settings: fakeSettings{"petra": {Model: "sonnet", Skills: []config.Skill{{Name: "cite", Content: []byte("---\ndescription: cite\n---\nCite.")}}}},
+	})
+	arg := func(args []string, flag string) string {
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, flag+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	seb, err := l.TerminalArgs("sebastian", hookSettings, "", "new-id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := arg(seb, "--tools"); got != "Read,Write,Edit,Glob,Grep,WebSearch,WebFetch,AskUserQuestion" {
+		t.Errorf("tools %s", got)
+	}
+	if strings.Contains(arg(seb, "--allowedTools"), "linkedin") || arg(seb, "--mcp-config") != "" || slices.Contains(seb, "-p") {
+		t.Errorf("args %q", seb)
+	}
+	if arg(seb, "--settings") != hookSettings || arg(seb, "--session-id") != "new-id" || arg(seb, "--permission-mode") != "acceptEdits" ||
+		!slices.Contains(seb, "--strict-mcp-config") || !slices.Contains(seb, "--disable-slash-commands") {
+		t.Errorf("args %q", seb)
+	}
+	petra, err := l.TerminalArgs("petra", hookSettings, "cli-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merged map[string]any
+	if err := json.Unmarshal([]byte(arg(petra, "--settings")), &merged); err != nil || merged["hooks"] == nil || merged["disableBundledSkills"] != true {
+		t.Errorf("settings %s (%v)", arg(petra, "--settings"), err)
+	}
+	if arg(petra, "--resume") != "cli-1" || arg(petra, "--session-id") != "" || arg(petra, "--model") != "sonnet" || arg(petra, "--plugin-dir") == "" {
+		t.Errorf("args %q", petra)
+	}
+}
