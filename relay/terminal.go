@@ -62,7 +62,10 @@ func (c *Session) CloseTerminal(cliSessionID string) {
 	c.sess.Resume(cliSessionID)
 	c.lastActivity = time.Now()
 	c.stream.publishJSON(terminalEvent{Type: "terminal_closed"}, false, false)
-	c.persist()
+	if c.ctx.Err() == nil {
+		// Not cleared meanwhile: the session keeps the conversation.
+		c.persist()
+	}
 }
 
 // TerminalOpen reports whether a terminal has the conversation.

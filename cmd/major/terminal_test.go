@@ -61,7 +61,13 @@ func openTerminal(tb testing.TB, s *server, id string) *termConn {
 			c.mu.Unlock()
 		}
 	}()
-	tb.Cleanup(func() { c.close() })
+	tb.Cleanup(func() {
+		c.close()
+		if tb.Failed() {
+			sc := c.Screen()
+			tb.Logf("the terminal's screen, last bytes: %q", sc[max(0, len(sc)-4000):])
+		}
+	})
 	return c
 }
 
