@@ -163,7 +163,7 @@ func reportRatio(b *testing.B, measured, baseline []time.Duration, names ...stri
 // open, so a started CLI waits for them) against a bare CLI started for
 // that turn: start, initialize, the message, its first text delta.
 func BenchmarkNewChatFirstText(b *testing.B) {
-	s := start(b)
+	s := start(b, "--warm-processes", "1")
 	// The client lists the person's chats as it opens.
 	readAll(b, s.req(b, "GET", "/api/claude/sessions", ""))
 	var server, bare []time.Duration

@@ -108,9 +108,20 @@ func startModel(tb testing.TB, respond scriptedmodel.Responder, extra ...string)
 	writeFile(tb, authFile, `{"tokens": {"`+testToken+`": ["sebastian", "petra"]}}`)
 	writeFile(tb, liFile, `{"sebastian": {"access_token": "li-token-sebastian", "author": "urn:li:person:seb"}}`)
 	state := filepath.Join(dir, "state")
+	// No warm pool unless the test asks for one: most tests open one chat
+	// per person, and the waiting process started after it would only
+	// cost the machine a CLI start. The warm pool has tests of its own,
+	// and the full-stack test runs with it.
+	warm := []string{"--warm-processes", "0"}
+	for _, a := range extra {
+		if strings.HasPrefix(a, "--warm-processes") {
+			warm = nil
+		}
+	}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--vault-root", env.VaultRoot,
 		"--state-dir", state, "--config-dir", filepath.Join(dir, "config"), "--claude", env.Binary, "--auth-file", authFile,
-		"--linkedin-api", li.URL, "--linkedin-config", liFile, "--log-level", "debug"}, extra...)
+		"--linkedin-api", li.URL, "--linkedin-config", liFile, "--log-level", "debug"}, warm...)
+	args = append(args, extra...)
 	return launch(tb, env, li, state, args, testEnviron(env))
 }
 
@@ -204,7 +215,7 @@ func readAll(tb testing.TB, resp *http.Response) string {
 
 func TestServeFullStack(t *testing.T) {
 	t.Parallel()
-	s := start(t)
+	s := start(t, "--warm-processes", "1")
 
 	if got := readAll(t, s.req(t, "GET", "/healthz", "")); !strings.Contains(got, "ok") {
 		t.Fatalf("healthz: %s", got)
@@ -460,7 +471,7 @@ func TestEveryFlagNamesItsVariable(t *testing.T) {
 
 func TestShutdownEndsTurnsAndProcesses(t *testing.T) {
 	t.Parallel()
-	s := start(t, "--shutdown-grace", "10s")
+	s := start(t, "--shutdown-grace", "10s", "--warm-processes", "1")
 	resp := s.req(t, "POST", "/api/claude/sessions", "")
 	var created struct{ ID string }
 	_ = json.Unmarshal([]byte(readAll(t, resp)), &created)
