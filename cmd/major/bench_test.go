@@ -192,11 +192,26 @@ func BenchmarkFollowUpTurn(b *testing.B) {
 	c := startBare(b, s.env)
 	c.turn(b, "[[say first]]", time.Time{})
 	var server, bare []time.Duration
-	for b.Loop() {
+	// The order alternates, so neither side always runs on the CPU the
+	// other just warmed or loaded.
+	serverTurn := func() {
 		_, _, end := s.chatTurn(b, id, "[[say again]]")
 		server = append(server, end)
-		_, end = c.turn(b, "[[say again]]", time.Time{})
+	}
+	bareTurn := func() {
+		_, end := c.turn(b, "[[say again]]", time.Time{})
 		bare = append(bare, end)
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			serverTurn()
+			bareTurn()
+		} else {
+			bareTurn()
+			serverTurn()
+		}
+		i++
 	}
 	reportRatio(b, server, bare)
 }
