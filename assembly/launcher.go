@@ -98,6 +98,7 @@ type Hooks interface {
 	EndTurn(sessionID string)
 	CommitTurn(ctx context.Context, person, sessionID string) error
 	CommitRewind(ctx context.Context, person, sessionID string) error
+	BeginRewind(ctx context.Context, sessionID string) (release func(), err error)
 }
 
 var _ Hooks = (*hooks.Hooks)(nil)
@@ -321,6 +322,12 @@ func (l *Launcher) Limits(person string) relay.Limits {
 // that a tool of theirs could write (vault.Guard.Rewindable).
 func (l *Launcher) VetRewind(person string, files []string) ([]string, error) {
 	return vault.Guard{VaultRoot: l.cfg.VaultRoot}.Rewindable(person, files)
+}
+
+// Rewinding holds the vault's git sync off while a rewind restores files
+// in person's folder (hooks.Hooks.BeginRewind).
+func (l *Launcher) Rewinding(ctx context.Context, person, sessionID string) (release func(), err error) {
+	return l.cfg.Hooks.BeginRewind(ctx, sessionID)
 }
 
 // Rewound commits the files a rewind restored in person's folder; a git

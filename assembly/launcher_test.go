@@ -51,6 +51,8 @@ func (f *fakeHooks) CommitRewind(ctx context.Context, person, sessionID string) 
 	return f.CommitTurn(ctx, person, sessionID)
 }
 
+func (f *fakeHooks) BeginRewind(context.Context, string) (func(), error) { return func() {}, nil }
+
 // fakeMCP is an assembly.MCP that answers every message with nothing.
 type fakeMCP struct{}
 

@@ -2,9 +2,11 @@ package hooks_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/vault"
@@ -62,5 +64,44 @@ func TestCommitTurnLooksOnlyAfterToolCalls(t *testing.T) {
 	}
 	if got := commits(); got != 3 {
 		t.Fatalf("%d commits after another session's first turn end, want 3", got)
+	}
+}
+
+// While a rewind restores files, the vault's git sync does not pull (a
+// pull's autostash would take the restore away and put it back over
+// newer work): it commits what is there locally and catches up once the
+// rewind released its hold.
+func TestRewindHoldsTheGitSyncOff(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	remote := withRemote(t, root)
+	otherClone(t, remote, "elsewhere.md")
+	// The sync waits as briefly as it can for the open rewind.
+	g := newGitSync(t, vault.GitConfig{Root: root, WriteWait: time.Nanosecond})
+	h := hooks.New(hooks.Config{VaultRoot: root, Git: g})
+	ctx := context.Background()
+	release, err := h.BeginRewind(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "sebastian", "restored.md"), "as it was\n")
+	// Meanwhile another session's turn ends and syncs.
+	writeFile(t, filepath.Join(root, "petra", "note.md"), "petra's\n")
+	err = g.Commit(ctx, "Petra's turn", "petra")
+	if err == nil || !strings.Contains(err.Error(), "still being written") {
+		t.Fatalf("sync during a rewind: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "elsewhere.md")); err == nil {
+		t.Fatal("pulled while a rewind restored files")
+	}
+	release()
+	if err := h.CommitRewind(ctx, "sebastian", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "elsewhere.md")); err != nil {
+		t.Fatal("not pulled after the rewind ended")
+	}
+	if got := git(t, root, "log", "-1", "--format=%s", "--", "sebastian/restored.md"); got == "" {
+		t.Fatal("the restored file was not committed")
 	}
 }

@@ -241,6 +241,24 @@ func (h *Hooks) CommitTurn(ctx context.Context, person, sessionID string) error 
 	return nil
 }
 
+// BeginRewind holds the vault's git sync off while the CLI restores
+// files of session sessionID, as a file tool's write does: a pull must not
+// stash and re-apply the work tree under the restore. It waits for a sync
+// that runs (bounded); release ends the hold and must be called before
+// CommitRewind.
+func (h *Hooks) BeginRewind(ctx context.Context, sessionID string) (release func(), err error) {
+	if h.cfg.Git == nil {
+		return func() {}, nil
+	}
+	if err := h.cfg.Git.BeginWrite(ctx, sessionID, rewindWrite); err != nil {
+		return nil, fmt.Errorf("begin rewind: %w", err)
+	}
+	return func() { h.cfg.Git.EndWrite(sessionID, rewindWrite) }, nil
+}
+
+// rewindWrite names a rewind's restore among a session's writes.
+const rewindWrite = "rewind"
+
 // CommitRewind commits the files a rewind of session sessionID restored
 // in person's folder. Unlike a turn's end it always asks git: the CLI
 // restores the files without a tool call.

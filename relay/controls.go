@@ -258,7 +258,14 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 		}
 		res.Files, res.Insertions, res.Deletions = files, dry.Insertions, dry.Deletions
 		if !req.DryRun && len(files) > 0 {
+			release := func() {}
+			if s.cfg.Rewinding != nil {
+				if release, err = s.cfg.Rewinding(ctx, c.Person, c.ID); err != nil {
+					return res, err
+				}
+			}
 			done, err := c.sess.RewindFiles(ctx, start.CLIMessageID, false)
+			release()
 			if err != nil {
 				return res, err
 			}

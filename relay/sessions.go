@@ -116,6 +116,10 @@ type RegistryConfig struct {
 	// change (as the CLI names them) and returns them as the person sees
 	// them; an error refuses the rewind. nil: files are never rewound.
 	VetRewind func(person string, files []string) ([]string, error)
+	// Rewinding, when set, runs just before a rewind restores files: until
+	// release, nothing else may change the person's work tree (the
+	// vault's git sync waits); an error refuses the rewind.
+	Rewinding func(ctx context.Context, person, sessionID string) (release func(), err error)
 	// Rewound, when set, runs after a rewind restored files (to commit
 	// them); what it returns is the rewind's status for the person.
 	Rewound func(ctx context.Context, person, sessionID, messageID string) (status string)

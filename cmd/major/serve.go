@@ -153,7 +153,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: launcher.EndTurn,
-		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewound: launcher.Rewound, Logger: log})
+		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound, Logger: log})
 	if err != nil {
 		return err
 	}
