@@ -158,6 +158,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, terminal.ErrEnded):
 		status, msg = http.StatusServiceUnavailable, "the server is shutting down"
+	case errors.Is(err, vault.ErrSyncRunning):
+		status, msg = http.StatusServiceUnavailable, "the notes are being synced with git; try again in a moment"
+		c.Header("Retry-After", "5")
 	case errors.Is(err, supervisor.ErrBusy):
 		status, msg = http.StatusConflict, "the session is already running a turn; wait for it to finish or interrupt it"
 	case errors.Is(err, relay.ErrQueueFull):
