@@ -463,7 +463,12 @@ func (s *Server) clear(c *gin.Context) {
 		s.fail(c, badRequest("session_id is required"))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"cleared": s.cfg.Registry.Clear(req.SessionID, personOf(c))})
+	cleared := s.cfg.Registry.Clear(req.SessionID, personOf(c))
+	if cleared && s.cfg.Terminals != nil {
+		// A cleared conversation is not continued in a terminal either.
+		s.cfg.Terminals.End(req.SessionID)
+	}
+	c.JSON(http.StatusOK, gin.H{"cleared": cleared})
 }
 
 func (s *Server) history(c *gin.Context) {

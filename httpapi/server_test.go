@@ -17,6 +17,7 @@ import (
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/relay/relaytest"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/terminal"
 )
 
 // These tests run the HTTP API against the real router and the real
@@ -30,6 +31,9 @@ type harness struct {
 	url      string
 	sessions *relay.Registry
 	fakes    *relaytest.Launcher
+	// terminals are the server's terminals, when harnessOpts.terminals
+	// asked for them.
+	terminals *terminal.Manager
 }
 
 type harnessOpts struct {
@@ -87,9 +91,10 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	cfg := httpapi.Config{Auth: auth, Registry: sessions, Logger: log, Done: done, CORSOrigins: o.cors,
 		PingInterval: o.ping, SubscriberBuffer: o.subBuf}
 	terminals := func() {}
+	var manager *terminal.Manager
 	if o.terminals != nil {
-		t := newTerminals(tb, o.terminals, log)
-		cfg.Terminals, terminals = t, t.Close
+		manager = newTerminals(tb, o.terminals, log)
+		cfg.Terminals, terminals = manager, manager.Close
 	}
 	srv := httptest.NewServer(httpapi.NewServer(cfg))
 	tb.Cleanup(func() {
@@ -98,7 +103,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 		terminals()
 		sessions.Close()
 	})
-	return &harness{Client: httpapitest.Client{URL: srv.URL, Token: token}, url: srv.URL, sessions: sessions, fakes: fakes}
+	return &harness{Client: httpapitest.Client{URL: srv.URL, Token: token}, url: srv.URL, sessions: sessions, fakes: fakes, terminals: manager}
 }
 
 // timesSent is how many times text reached a CLI as a message.

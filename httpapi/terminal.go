@@ -25,6 +25,8 @@ const TerminalProtocol = "major.v1"
 // satisfies it.
 type Terminals interface {
 	Attach(ctx context.Context, id, person string, chat terminal.Chat) (*terminal.Client, error)
+	// End ends the terminal of a session that was cleared.
+	End(id string) bool
 }
 
 var _ Terminals = (*terminal.Manager)(nil)

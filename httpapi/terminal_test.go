@@ -192,3 +192,24 @@ func TestTerminalAuthAndOneWriter(t *testing.T) {
 		t.Fatalf("app message after the terminal: %d", code)
 	}
 }
+
+// Clearing a session ends its terminal at once: the cleared conversation
+// is not continued there, and its process does not hold a slot until the
+// grace time is over.
+func TestClearingASessionEndsItsTerminal(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{terminals: []string{"/bin/cat"}})
+	id := h.NewSession(t)
+	term, status := h.dialTerminal(t, id, token, "sebastian")
+	if status != 101 {
+		t.Fatalf("open terminal: %d", status)
+	}
+	if h.terminals.Live() != 1 {
+		t.Fatal("no terminal runs")
+	}
+	if code, out := h.Call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": id}); code != 200 || out["cleared"] != true {
+		t.Fatalf("clear: %d %v", code, out)
+	}
+	<-term.closed
+	eventually(t, "the terminal's end", func() bool { return h.terminals.Live() == 0 })
+}

@@ -153,6 +153,20 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 }
 
+// End ends the terminal of session id, if one runs (the session was
+// cleared): its process group is hung up, then killed, as at the end of
+// its grace time. It reports whether one ran.
+func (m *Manager) End(id string) bool {
+	m.mu.Lock()
+	t := m.byID[id]
+	m.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	t.kill()
+	return true
+}
+
 // Live is how many terminals run.
 func (m *Manager) Live() int {
 	m.mu.Lock()
