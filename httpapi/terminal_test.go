@@ -210,6 +210,10 @@ func TestClearingASessionEndsItsTerminal(t *testing.T) {
 	if code, out := h.Call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": id}); code != 200 || out["cleared"] != true {
 		t.Fatalf("clear: %d %v", code, out)
 	}
-	<-term.closed
 	eventually(t, "the terminal's end", func() bool { return h.terminals.Live() == 0 })
+	select {
+	case <-term.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the terminal's client was not told of its end")
+	}
 }
