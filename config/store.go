@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/vault"
 )
 
 // maxFileSize bounds every file of a layer.
@@ -67,18 +69,18 @@ type layerState struct {
 // is an error naming it, so a server never starts with a configuration
 // other than the one written.
 func Open(cfg Config) (*Store, error) {
-	vault, err := realPath(cfg.Vault)
+	root, err := vault.Resolve(cfg.Vault)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := realPath(cfg.Dir)
+	dir, err := vault.Resolve(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	if within(vault, dir) || within(dir, vault) {
+	if vault.Within(root, dir) || vault.Within(dir, root) {
 		return nil, fmt.Errorf("configuration directory %s overlaps the vault repository %s, which the agent and every pushed commit can write; keep it outside", cfg.Dir, cfg.Vault)
 	}
-	s := &Store{cfg: cfg, vault: vault, log: cfg.Logger.With().Str("component", "config").Logger(), layers: map[string]*layerState{}}
+	s := &Store{cfg: cfg, vault: root, log: cfg.Logger.With().Str("component", "config").Logger(), layers: map[string]*layerState{}}
 	keys := []string{ServerLayer}
 	ents, err := os.ReadDir(filepath.Join(cfg.Dir, PersonsDir))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -322,41 +324,9 @@ func (s *Store) checkOutside(path string) error {
 
 // inVault tells whether path, symbolic links resolved, is in the vault.
 func (s *Store) inVault(path string) bool {
-	real, err := realPath(path)
+	real, err := vault.Resolve(path)
 	if err != nil {
 		return true
 	}
-	return within(s.vault, real)
-}
-
-// within tells whether path is root or below it; both are clean and
-// absolute.
-func within(root, path string) bool {
-	rel, err := filepath.Rel(root, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-// realPath is p made absolute with the symbolic links of its longest
-// existing prefix resolved.
-func realPath(p string) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	rest := ""
-	for cur := abs; ; {
-		real, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			return filepath.Join(real, rest), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("resolve %s: %w", p, err)
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return abs, nil
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
-	}
+	return vault.Within(s.vault, real)
 }

@@ -60,11 +60,11 @@ func vaultRepository(ctx context.Context, vaultRoot string) string {
 // ever written by the server's owner. (config.Open refuses one that
 // overlaps the vault.)
 func checkConfigDir(configDir, stateDir string) error {
-	conf, err := realPath(configDir)
+	conf, err := vault.Resolve(configDir)
 	if err != nil {
 		return err
 	}
-	state, err := realPath(stateDir)
+	state, err := vault.Resolve(stateDir)
 	if err != nil {
 		return err
 	}
@@ -96,11 +96,11 @@ func checkPersons(persons []string) error {
 // from git so `git add -A` never records it. It returns the folder's path
 // relative to the vault root, or "" when it is outside.
 func checkStateDir(vaultRoot, stateDir string) (string, error) {
-	root, err := realPath(vaultRoot)
+	root, err := vault.Resolve(vaultRoot)
 	if err != nil {
 		return "", err
 	}
-	state, err := realPath(stateDir)
+	state, err := vault.Resolve(stateDir)
 	if err != nil {
 		return "", err
 	}
@@ -116,32 +116,6 @@ func checkStateDir(vaultRoot, stateDir string) (string, error) {
 		return "", fmt.Errorf("--state-dir %s is inside the vault folder %s/, which a person's tools can reach; keep it outside the vault (the default, $XDG_STATE_HOME/major or ~/.local/state/major, is)", stateDir, top)
 	}
 	return rel, nil
-}
-
-// realPath is p made absolute with symlinks resolved in its longest
-// existing prefix (the state directory may not exist yet).
-func realPath(p string) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	rest := ""
-	cur := abs
-	for {
-		real, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			return filepath.Join(real, rest), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("resolve %s: %w", p, err)
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return abs, nil
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
-	}
 }
 
 // excludeFromGit adds rel (relative to the vault root) to the repository's
