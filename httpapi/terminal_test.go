@@ -1,13 +1,8 @@
 package httpapi_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/base64"
-	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,67 +31,11 @@ func newTerminals(tb testing.TB, command []string, log zerolog.Logger) *terminal
 	})
 }
 
-type wsClient struct {
-	ws     *websocket.Conn
-	mu     sync.Mutex
-	screen bytes.Buffer
-	closed chan struct{}
-	status websocket.StatusCode
-}
-
 // dialTerminal opens session id's terminal with the subprotocols a
 // browser offers, or answers the HTTP status it was refused with.
-func (h *harness) dialTerminal(tb testing.TB, id, tok, person string) (*wsClient, int) {
+func (h *harness) dialTerminal(tb testing.TB, id, tok, person string) (*httpapitest.Terminal, int) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	protos := []string{"major.v1"}
-	if tok != "" {
-		protos = append(protos, "bearer."+base64.RawURLEncoding.EncodeToString([]byte(tok)))
-	}
-	if person != "" {
-		protos = append(protos, "person."+person)
-	}
-	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(h.url, "http")+"/api/claude/sessions/"+id+"/terminal",
-		&websocket.DialOptions{Subprotocols: protos})
-	if err != nil {
-		if resp == nil {
-			tb.Fatalf("dial: %v", err)
-		}
-		return nil, resp.StatusCode
-	}
-	c := &wsClient{ws: ws, closed: make(chan struct{})}
-	go func() {
-		defer close(c.closed)
-		for {
-			_, b, err := ws.Read(context.Background())
-			if err != nil {
-				c.status = websocket.CloseStatus(err)
-				return
-			}
-			c.mu.Lock()
-			c.screen.Write(b)
-			c.mu.Unlock()
-		}
-	}()
-	tb.Cleanup(func() {
-		_ = ws.Close(websocket.StatusNormalClosure, "")
-		<-c.closed
-	})
-	return c, http.StatusSwitchingProtocols
-}
-
-func (c *wsClient) Screen() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.screen.String()
-}
-
-func (c *wsClient) write(tb testing.TB, typ websocket.MessageType, s string) {
-	tb.Helper()
-	if err := c.ws.Write(context.Background(), typ, []byte(s)); err != nil {
-		tb.Fatal(err)
-	}
+	return httpapitest.DialTerminal(tb, h.url, id, tok, person)
 }
 
 func eventually(tb testing.TB, what string, cond func() bool) {
@@ -156,9 +95,9 @@ func TestTerminalAuthAndOneWriter(t *testing.T) {
 		t.Fatalf("open terminal: %d", status)
 	}
 	httpapitest.Until(t, events, "terminal_opened")
-	term.write(t, websocket.MessageBinary, "typed in the terminal\r")
+	term.Send(t, websocket.MessageBinary, []byte("typed in the terminal\r"))
 	eventually(t, "the echo", func() bool { return strings.Contains(term.Screen(), "typed in the terminal") })
-	term.write(t, websocket.MessageText, `{"type":"resize","cols":132,"rows":43}`)
+	term.Send(t, websocket.MessageText, []byte(`{"type":"resize","cols":132,"rows":43}`))
 
 	// The app waits while the terminal has the conversation.
 	code, body := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "from the app"})
@@ -171,18 +110,18 @@ func TestTerminalAuthAndOneWriter(t *testing.T) {
 
 	// A second client takes the terminal over; the first is told.
 	second, _ := h.dialTerminal(t, id, token, "sebastian")
-	<-term.closed
-	if term.status != 4000 {
-		t.Fatalf("the replaced client's close status %d", term.status)
+	<-term.Closed()
+	if term.Status() != 4000 {
+		t.Fatalf("the replaced client's close status %d", term.Status())
 	}
 	eventually(t, "the scroll-back", func() bool { return strings.Contains(second.Screen(), "typed in the terminal") })
 
 	// The client ends the terminal: the app has the
 	// conversation back and resumes the terminal's.
-	second.write(t, websocket.MessageText, `{"type":"close"}`)
-	<-second.closed
-	if second.status != websocket.StatusNormalClosure {
-		t.Fatalf("close status at the end %d", second.status)
+	second.Send(t, websocket.MessageText, []byte(`{"type":"close"}`))
+	<-second.Closed()
+	if second.Status() != websocket.StatusNormalClosure {
+		t.Fatalf("close status at the end %d", second.Status())
 	}
 	httpapitest.Until(t, events, "terminal_closed")
 	if h.fakes.CLI(id).Resumed() == "" {
@@ -212,7 +151,7 @@ func TestClearingASessionEndsItsTerminal(t *testing.T) {
 	}
 	eventually(t, "the terminal's end", func() bool { return h.terminals.Live() == 0 })
 	select {
-	case <-term.closed:
+	case <-term.Closed():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the terminal's client was not told of its end")
 	}

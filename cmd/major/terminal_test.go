@@ -2,101 +2,37 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
-)
 
-// termConn is a test's WebSocket to a session's terminal: it keeps every
-// screen byte received.
-type termConn struct {
-	ws     *websocket.Conn
-	mu     sync.Mutex
-	screen bytes.Buffer
-	closed chan struct{}
-	status websocket.StatusCode
-}
+	"github.com/majorhq/major/httpapi/httpapitest"
+)
 
 // openTerminal connects as a browser does: token and person as
 // subprotocols.
-func openTerminal(tb testing.TB, s *server, id string) *termConn {
+func openTerminal(tb testing.TB, s *server, id string) *httpapitest.Terminal {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	url := "ws" + strings.TrimPrefix(s.url, "http") + "/api/claude/sessions/" + id + "/terminal"
-	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		Subprotocols: []string{"major.v1", "bearer." + base64.RawURLEncoding.EncodeToString([]byte(testToken)), "person.sebastian"},
-	})
-	if err != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		tb.Fatalf("open terminal: %v (status %d)", err, status)
+	c, status := httpapitest.DialTerminal(tb, s.url, id, testToken, "sebastian")
+	if status != http.StatusSwitchingProtocols {
+		tb.Fatalf("open terminal: status %d", status)
 	}
-	if ws.Subprotocol() != "major.v1" {
-		tb.Fatalf("subprotocol %q", ws.Subprotocol())
-	}
-	ws.SetReadLimit(4 << 20)
-	c := &termConn{ws: ws, closed: make(chan struct{})}
-	go func() {
-		defer close(c.closed)
-		for {
-			_, b, err := ws.Read(context.Background())
-			if err != nil {
-				c.status = websocket.CloseStatus(err)
-				return
-			}
-			c.mu.Lock()
-			c.screen.Write(b)
-			c.mu.Unlock()
-		}
-	}()
-	tb.Cleanup(func() {
-		c.close()
-		if tb.Failed() {
-			sc := c.Screen()
-			tb.Logf("the terminal's screen, last bytes: %q", sc[max(0, len(sc)-4000):])
-		}
-	})
 	return c
 }
 
-func (c *termConn) close() {
-	_ = c.ws.Close(websocket.StatusNormalClosure, "")
-	<-c.closed
-}
-
-func (c *termConn) Screen() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.screen.String()
-}
-
-func (c *termConn) send(tb testing.TB, typ websocket.MessageType, b []byte) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.ws.Write(ctx, typ, b); err != nil {
-		tb.Fatalf("write to the terminal: %v", err)
-	}
-}
-
 // typeLine types text, then Enter, as separate keystrokes would arrive.
-func (c *termConn) typeLine(tb testing.TB, text string) {
+func typeLine(tb testing.TB, c *httpapitest.Terminal, text string) {
 	tb.Helper()
-	c.send(tb, websocket.MessageBinary, []byte(text))
+	c.Send(tb, websocket.MessageBinary, []byte(text))
 	time.Sleep(300 * time.Millisecond)
-	c.send(tb, websocket.MessageBinary, []byte("\r"))
+	c.Send(tb, websocket.MessageBinary, []byte("\r"))
 }
 
 // waitFor polls until cond holds, failing after within.
@@ -190,10 +126,10 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	}
 
 	// The CLI draws its rules across the whole width.
-	term.send(t, websocket.MessageText, []byte(`{"type":"resize","cols":123,"rows":40}`))
+	term.Send(t, websocket.MessageText, []byte(`{"type":"resize","cols":123,"rows":40}`))
 	waitFor(t, 20*time.Second, "the screen at the new width", func() bool { return strings.Contains(term.Screen(), strings.Repeat("─", 123)) })
 
-	term.typeLine(t, "[[recall]] terminal-marker")
+	typeLine(t, term, "[[recall]] terminal-marker")
 	waitFor(t, 120*time.Second, "the terminal's prompt at the model", func() bool {
 		return strings.Contains(lastRequestTexts(s), "terminal-marker")
 	})
@@ -202,7 +138,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	}
 
 	outside := filepath.Join(t.TempDir(), "outside.txt")
-	term.typeLine(t, `[[tool Write {"file_path":"`+outside+`","content":"escaped"}]]`)
+	typeLine(t, term, `[[tool Write {"file_path":"`+outside+`","content":"escaped"}]]`)
 	waitFor(t, 120*time.Second, "the Write's result at the model", func() bool {
 		for _, r := range s.env.Model.Requests() {
 			for _, b := range r.ToolResults() {
@@ -220,7 +156,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	// Away and back within the grace time: the same process, and the
 	// screen so far first.
 	pids := terminalClaude(t, vaultDir)
-	term.close()
+	term.Close()
 	time.Sleep(500 * time.Millisecond)
 	again := openTerminal(t, s, id)
 	waitFor(t, 10*time.Second, "the scroll-back", func() bool { return strings.Contains(again.Screen(), "accept edits on") })
@@ -229,7 +165,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	}
 
 	// Gone for longer than the grace time: nothing is left running.
-	again.close()
+	again.Close()
 	waitFor(t, 30*time.Second, "the terminal to end", func() bool { return len(terminalClaude(t, vaultDir)) == 0 })
 
 	// The app resumes the conversation, with the terminal's turns in it.

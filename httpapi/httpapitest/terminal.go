@@ -1,0 +1,105 @@
+package httpapitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Terminal is a test's WebSocket to a session's terminal, opened as a
+// browser opens it; it keeps every screen byte received.
+type Terminal struct {
+	ws     *websocket.Conn
+	mu     sync.Mutex
+	screen bytes.Buffer
+	closed chan struct{}
+	status websocket.StatusCode
+}
+
+// DialTerminal opens session id's terminal on the server at baseURL with
+// the subprotocols a browser offers (token and person left out when
+// empty). A refused upgrade gives nil and the HTTP status; an open one
+// 101. The connection is closed when the test ends.
+func DialTerminal(tb testing.TB, baseURL, id, token, person string) (*Terminal, int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	protos := []string{"major.v1"}
+	if token != "" {
+		protos = append(protos, "bearer."+base64.RawURLEncoding.EncodeToString([]byte(token)))
+	}
+	if person != "" {
+		protos = append(protos, "person."+person)
+	}
+	url := "ws" + strings.TrimPrefix(baseURL, "http") + "/api/claude/sessions/" + id + "/terminal"
+	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: protos})
+	if err != nil {
+		if resp == nil {
+			tb.Fatalf("dial the terminal: %v", err)
+		}
+		return nil, resp.StatusCode
+	}
+	if ws.Subprotocol() != "major.v1" {
+		tb.Fatalf("the terminal's subprotocol %q", ws.Subprotocol())
+	}
+	ws.SetReadLimit(4 << 20)
+	c := &Terminal{ws: ws, closed: make(chan struct{})}
+	go func() {
+		defer close(c.closed)
+		for {
+			_, b, err := ws.Read(context.Background())
+			if err != nil {
+				c.status = websocket.CloseStatus(err)
+				return
+			}
+			c.mu.Lock()
+			c.screen.Write(b)
+			c.mu.Unlock()
+		}
+	}()
+	tb.Cleanup(func() {
+		c.Close()
+		if tb.Failed() {
+			sc := c.Screen()
+			tb.Logf("the terminal's screen, last bytes: %q", sc[max(0, len(sc)-4000):])
+		}
+	})
+	return c, http.StatusSwitchingProtocols
+}
+
+// Screen is every screen byte received so far.
+func (c *Terminal) Screen() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.screen.String()
+}
+
+// Send writes one message: keystrokes (binary) or a control (text).
+func (c *Terminal) Send(tb testing.TB, typ websocket.MessageType, b []byte) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ws.Write(ctx, typ, b); err != nil {
+		tb.Fatalf("write to the terminal: %v", err)
+	}
+}
+
+// Close closes the connection normally and waits until it is closed.
+func (c *Terminal) Close() {
+	_ = c.ws.Close(websocket.StatusNormalClosure, "")
+	<-c.closed
+}
+
+// Closed is closed once the server closed the connection (or Close did).
+func (c *Terminal) Closed() <-chan struct{} { return c.closed }
+
+// Status is the close status the connection ended with; valid once
+// Closed is.
+func (c *Terminal) Status() websocket.StatusCode { return c.status }
