@@ -35,6 +35,27 @@ func typeLine(tb testing.TB, c *httpapitest.Terminal, text string) {
 	c.Send(tb, websocket.MessageBinary, []byte("\r"))
 }
 
+// submit types a prompt into the terminal until cond shows it reached the
+// model: a prompt typed while the CLI still finishes its previous turn
+// (its Stop hook running) can be dropped by the CLI's input box, so after
+// a while without effect it is typed again (at most three times).
+func submit(tb testing.TB, c *httpapitest.Terminal, text, what string, cond func() bool) {
+	tb.Helper()
+	for attempt := 1; ; attempt++ {
+		typeLine(tb, c, text)
+		deadline := time.Now().Add(40 * time.Second)
+		for !cond() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if cond() {
+			return
+		}
+		if attempt == 3 {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 // waitFor polls until cond holds, failing after within.
 func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool) {
 	tb.Helper()
@@ -129,8 +150,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	term.Send(t, websocket.MessageText, []byte(`{"type":"resize","cols":123,"rows":40}`))
 	waitFor(t, 20*time.Second, "the screen at the new width", func() bool { return strings.Contains(term.Screen(), strings.Repeat("─", 123)) })
 
-	typeLine(t, term, "[[recall]] terminal-marker")
-	waitFor(t, 120*time.Second, "the terminal's prompt at the model", func() bool {
+	submit(t, term, "[[recall]] terminal-marker", "the terminal's prompt at the model", func() bool {
 		return strings.Contains(lastRequestTexts(s), "terminal-marker")
 	})
 	if got := lastRequestTexts(s); !strings.Contains(got, "app-marker") {
@@ -138,8 +158,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	}
 
 	outside := filepath.Join(t.TempDir(), "outside.txt")
-	typeLine(t, term, `[[tool Write {"file_path":"`+outside+`","content":"escaped"}]]`)
-	waitFor(t, 120*time.Second, "the Write's result at the model", func() bool {
+	submit(t, term, `[[tool Write {"file_path":"`+outside+`","content":"escaped"}]]`, "the Write's result at the model", func() bool {
 		for _, r := range s.env.Model.Requests() {
 			for _, b := range r.ToolResults() {
 				if strings.Contains(b.ResultText(), "outside") {
