@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/internal/atomicfile"
 	"github.com/majorhq/major/vault"
 )
 
@@ -100,39 +101,7 @@ func saveMeta(dir string, m meta) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, "meta.json"), b)
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(filepath.Join(dir, "meta.json"), b)
 }
 
 // remove deletes a session's files.
@@ -392,7 +361,7 @@ func (l *eventLog) replace(events []*Event) error {
 	for _, ev := range events {
 		b.Write(encodeRecord(ev))
 	}
-	if err := writeFileAtomic(l.path, b.Bytes()); err != nil {
+	if err := atomicfile.Write(l.path, b.Bytes()); err != nil {
 		return err
 	}
 	if l.f != nil {

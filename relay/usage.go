@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/internal/atomicfile"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -194,7 +195,7 @@ func (l *ledger) save() {
 	l.dirty = false
 	l.mu.Unlock()
 	if err == nil {
-		err = writeFileAtomic(l.path, b)
+		err = atomicfile.Write(l.path, b)
 	}
 	if err != nil {
 		l.log.Error().Err(err).Msg("usage ledger not saved")

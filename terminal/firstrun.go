@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/majorhq/major/internal/atomicfile"
 )
 
 // The interactive CLI shows first-run screens that the stream-json
@@ -110,21 +112,7 @@ func (m *Manager) firstRunAnswered(env []string, dir string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".claude.json.major-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(out); err != nil {
-		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := atomicfile.Write(path, out); err != nil {
 		return fmt.Errorf("write the CLI's configuration: %w", err)
 	}
 	return nil
