@@ -3,8 +3,9 @@
 // fan-out to subscribers (Stream), the translation of the CLI's events
 // into client events (text, status, tool, done, error, ...), the queue of
 // waiting messages, questions, permissions and drafts, the session
-// controls (settings, fork, rewind), the limits and the per-person usage
-// ledger, persistence under the state directory, and the metrics.
+// controls (settings, fork, rewind), the limits (against the usage
+// package's ledger of what each person spent), persistence under the state
+// directory, and the metrics.
 //
 // A chat drives its CLI through the CLI interface, which
 // supervisor.CLI satisfies; relaytest fakes it. relay knows nothing of

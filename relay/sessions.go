@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/usage"
 )
 
 // ErrNotFound is returned for a session that does not exist or belongs to
@@ -134,7 +135,7 @@ type Registry struct {
 	cfg     RegistryConfig
 	log     zerolog.Logger
 	metrics *Metrics
-	ledger  *ledger
+	ledger  *usage.Ledger
 
 	// ctx ends the starts of queued turns when the registry closes;
 	// starts is those in flight.
@@ -170,10 +171,10 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	s.metrics.waiting = cfg.WaitingProcesses
 	s.metrics.sessions = s.counts
 	if cfg.Store == nil {
-		s.ledger = newLedger("", cfg.Logger)
+		s.ledger = usage.Open("", cfg.Logger)
 		return s, nil
 	}
-	s.ledger = newLedger(cfg.Store.dir, cfg.Logger)
+	s.ledger = usage.Open(cfg.Store.dir, cfg.Logger)
 	loaded, err := cfg.Store.load()
 	if err != nil {
 		return nil, fmt.Errorf("load sessions: %w", err)
@@ -223,7 +224,7 @@ type Session struct {
 	resumeAt   string
 	forkedFrom string
 	// ledger sums the person's usage per day.
-	ledger *ledger
+	ledger *usage.Ledger
 	// setMu makes one settings change at a time, so none is lost.
 	setMu sync.Mutex
 	// terminal: the conversation is open in a terminal (see terminal.go).
@@ -361,7 +362,7 @@ func (c *Session) apply(ev supervisor.Event) {
 		c.turnStarted = ev.Time
 	case supervisor.EventTurnEnd:
 		if ev.Usage != nil {
-			c.ledger.record(c.Person, ev.Time, ev.Usage)
+			c.ledger.Record(c.Person, ev.Time, ev.Usage)
 		}
 		if ev.Msg != nil && !ev.Msg.IsError {
 			// The process the turn ran on took the fork or rewind.
@@ -895,7 +896,7 @@ func (s *Registry) Close() {
 	s.stop()
 	defer s.starts.Wait()
 	var wg sync.WaitGroup
-	defer s.ledger.close()
+	defer s.ledger.Close()
 	for _, c := range chats {
 		wg.Add(1)
 		go func() {

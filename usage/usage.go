@@ -1,0 +1,207 @@
+// Package usage keeps what each person's turns used per day (cost,
+// tokens, agent turns, time) in state-dir/usage.json, for the per-day
+// budget and GET /usage. It owns that file and its writer goroutine; it
+// must not decide budgets (relay does) or know sessions.
+package usage
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/internal/atomicfile"
+	"github.com/majorhq/major/supervisor"
+)
+
+// Day is what one person's turns used on one day (UTC).
+type Day struct {
+	Date string `json:"date"`
+	// Messages is the turns that ended; AgentTurns the model turns in them.
+	Messages                 int     `json:"messages"`
+	AgentTurns               int     `json:"agent_turns"`
+	CostUSD                  float64 `json:"cost_usd"`
+	InputTokens              int64   `json:"input_tokens"`
+	OutputTokens             int64   `json:"output_tokens"`
+	CacheReadInputTokens     int64   `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64   `json:"cache_creation_input_tokens"`
+	DurationMS               int64   `json:"duration_ms"`
+}
+
+func (d *Day) add(u *supervisor.Usage) {
+	d.Messages++
+	d.AgentTurns += u.NumTurns
+	d.CostUSD += u.CostUSD
+	d.InputTokens += u.InputTokens
+	d.OutputTokens += u.OutputTokens
+	d.CacheReadInputTokens += u.CacheReadInputTokens
+	d.CacheCreationInputTokens += u.CacheCreationInputTokens
+	d.DurationMS += u.DurationMS
+}
+
+// Sum adds days up; its Date is the span "oldest/newest" of days, given
+// newest first.
+func Sum(days []Day) Day {
+	var t Day
+	for _, d := range days {
+		t.Messages += d.Messages
+		t.AgentTurns += d.AgentTurns
+		t.CostUSD += d.CostUSD
+		t.InputTokens += d.InputTokens
+		t.OutputTokens += d.OutputTokens
+		t.CacheReadInputTokens += d.CacheReadInputTokens
+		t.CacheCreationInputTokens += d.CacheCreationInputTokens
+		t.DurationMS += d.DurationMS
+	}
+	if len(days) > 0 {
+		t.Date = days[len(days)-1].Date + "/" + days[0].Date
+	}
+	return t
+}
+
+// Ledger sums every person's usage per day. It is kept apart from the
+// sessions, so clearing a chat does not reset what the person spent
+// today. Recording only updates memory; its own goroutine writes the
+// file (state-dir/usage.json), so a turn's end never waits on the disk.
+type Ledger struct {
+	path string
+	log  zerolog.Logger
+
+	mu    sync.Mutex
+	days  map[string]map[string]*Day // person → date → usage
+	dirty bool
+	wake  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// keepDays bounds the days the ledger keeps per person.
+const keepDays = 400
+
+// Open reads the ledger kept in dir (usage.json), or starts an empty one
+// (an unreadable file is logged and started over); dir "" keeps it in
+// memory only.
+func Open(dir string, log zerolog.Logger) *Ledger {
+	l := &Ledger{log: log, days: map[string]map[string]*Day{}, wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if dir == "" {
+		close(l.done)
+		return l
+	}
+	l.path = filepath.Join(dir, "usage.json")
+	if b, err := os.ReadFile(l.path); err == nil {
+		if err := json.Unmarshal(b, &l.days); err != nil {
+			log.Warn().Err(err).Str("file", l.path).Msg("usage ledger unreadable; starting a new one")
+			l.days = map[string]map[string]*Day{}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		log.Warn().Err(err).Str("file", l.path).Msg("usage ledger unreadable; starting a new one")
+	}
+	go l.run()
+	return l
+}
+
+func dateOf(t time.Time) string { return t.UTC().Format("2006-01-02") }
+
+// Record adds a turn's usage to the person's day.
+func (l *Ledger) Record(person string, at time.Time, u *supervisor.Usage) {
+	l.mu.Lock()
+	days := l.days[person]
+	if days == nil {
+		days = map[string]*Day{}
+		l.days[person] = days
+	}
+	date := dateOf(at)
+	d := days[date]
+	if d == nil {
+		d = &Day{Date: date}
+		days[date] = d
+		if len(days) > keepDays {
+			oldest := date
+			for k := range days {
+				oldest = min(oldest, k)
+			}
+			delete(days, oldest)
+		}
+	}
+	d.add(u)
+	l.dirty = true
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Spent is what the person spent on the day of at.
+func (l *Ledger) Spent(person string, at time.Time) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := l.days[person][dateOf(at)]; d != nil {
+		return d.CostUSD
+	}
+	return 0
+}
+
+// LastDays is the person's usage on each of the n days up to the day of
+// now, newest first (days without turns included, as zero).
+func (l *Ledger) LastDays(person string, now time.Time, n int) []Day {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Day, 0, n)
+	for i := range n {
+		date := dateOf(now.AddDate(0, 0, -i))
+		if d := l.days[person][date]; d != nil {
+			out = append(out, *d)
+		} else {
+			out = append(out, Day{Date: date})
+		}
+	}
+	return out
+}
+
+func (l *Ledger) run() {
+	defer close(l.done)
+	for {
+		select {
+		case <-l.wake:
+			l.save()
+		case <-l.stop:
+			l.save()
+			return
+		}
+	}
+}
+
+func (l *Ledger) save() {
+	l.mu.Lock()
+	if !l.dirty {
+		l.mu.Unlock()
+		return
+	}
+	b, err := json.Marshal(l.days)
+	l.dirty = false
+	l.mu.Unlock()
+	if err == nil {
+		err = atomicfile.Write(l.path, b)
+	}
+	if err != nil {
+		l.log.Error().Err(err).Msg("usage ledger not saved")
+	}
+}
+
+// Close writes what is recorded and stops the writer; idempotent.
+func (l *Ledger) Close() {
+	if l.path != "" {
+		select {
+		case <-l.stop:
+		default:
+			close(l.stop)
+		}
+	}
+	<-l.done
+}
