@@ -3,11 +3,9 @@ package hooks_test
 import (
 	"testing"
 
-	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
 	"github.com/majorhq/major/hooks"
-	"github.com/majorhq/major/vault"
 	"github.com/majorhq/major/vault/vaulttest"
 )
 
@@ -24,15 +22,8 @@ var (
 	readFile   = vaulttest.ReadFile
 	withRemote = vaulttest.WithRemote
 	otherClone = vaulttest.OtherClone
+	newGitSync = vaulttest.NewGitSync
 )
-
-func newGitSync(tb testing.TB, cfg vault.GitConfig) *vault.GitSync {
-	tb.Helper()
-	cfg.Logger = zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
-	g := vault.NewGitSync(cfg)
-	tb.Cleanup(func() { _ = g.Close() })
-	return g
-}
 
 // fakeCaller is a session for Handle: it records notices.
 type fakeCaller struct {

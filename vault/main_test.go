@@ -3,10 +3,8 @@ package vault_test
 import (
 	"testing"
 
-	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
-	"github.com/majorhq/major/vault"
 	"github.com/majorhq/major/vault/vaulttest"
 )
 
@@ -23,12 +21,5 @@ var (
 	newRepo    = vaulttest.NewRepo
 	withRemote = vaulttest.WithRemote
 	otherClone = vaulttest.OtherClone
+	newGitSync = vaulttest.NewGitSync
 )
-
-func newGitSync(tb testing.TB, cfg vault.GitConfig) *vault.GitSync {
-	tb.Helper()
-	cfg.Logger = zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
-	g := vault.NewGitSync(cfg)
-	tb.Cleanup(func() { _ = g.Close() })
-	return g
-}

@@ -1,6 +1,6 @@
 // Package vaulttest makes the git repositories that tests of the vault
 // and its hook callbacks run on: a repository, a bare remote it tracks,
-// and another clone that moves the remote on.
+// and another clone that moves the remote on; and a GitSync on them.
 package vaulttest
 
 import (
@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/vault"
 )
 
 // Git runs git in dir with a fixed identity and fails the test on error.
@@ -76,4 +80,14 @@ func OtherClone(tb testing.TB, remote, file string) {
 	Git(tb, dir, "add", file)
 	Git(tb, dir, "commit", "-q", "-m", "elsewhere: "+file)
 	Git(tb, dir, "push", "-q", "origin", "HEAD:main")
+}
+
+// NewGitSync is a GitSync on cfg that logs warnings to the test's log and
+// is closed when the test ends.
+func NewGitSync(tb testing.TB, cfg vault.GitConfig) *vault.GitSync {
+	tb.Helper()
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
+	g := vault.NewGitSync(cfg)
+	tb.Cleanup(func() { _ = g.Close() })
+	return g
 }
