@@ -440,14 +440,7 @@ func (s *Registry) Submit(c *Session, text string, o SubmitOptions) (*Ticket, er
 // without its answer delivered: a client that lost its connection before
 // it learnt the session id sends it again without one.
 func (s *Registry) ResendTarget(person, text string) (*Session, *Ticket) {
-	s.mu.Lock()
-	var chats []*Session
-	for _, c := range s.byID {
-		if c.Person == person {
-			chats = append(chats, c)
-		}
-	}
-	s.mu.Unlock()
+	chats := s.sessionsOf(person)
 	now := s.cfg.Now()
 	var best *Session
 	var found *Ticket

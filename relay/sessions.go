@@ -729,17 +729,23 @@ func (s *Registry) active(person string) {
 	}
 }
 
+// sessionsOf is the person's sessions, in no order.
+func (s *Registry) sessionsOf(person string) []*Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Session
+	for _, c := range s.byID {
+		if c.Person == person {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // List returns the person's sessions, most recently active first.
 func (s *Registry) List(person string) []SessionInfo {
 	s.active(person)
-	s.mu.Lock()
-	var chats []*Session
-	for _, c := range s.byID {
-		if c.Person == person {
-			chats = append(chats, c)
-		}
-	}
-	s.mu.Unlock()
+	chats := s.sessionsOf(person)
 	out := make([]SessionInfo, 0, len(chats))
 	for _, c := range chats {
 		out = append(out, c.Info())
