@@ -136,7 +136,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	}
 
 	term := openTerminal(t, s, id)
-	waitFor(t, 120*time.Second, "the CLI's prompt", func() bool { return strings.Contains(term.Screen(), "accept edits on") })
+	waitFor(t, 120*time.Second, "the CLI's prompt", func() bool { return strings.Contains(term.Text(), "accept edits on") })
 	if pids := terminalClaude(t, vaultDir); len(pids) != 1 {
 		t.Fatalf("interactive claude processes in the vault: %v", pids)
 	}
@@ -148,7 +148,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 
 	// The CLI draws its rules across the whole width.
 	term.Send(t, websocket.MessageText, []byte(`{"type":"resize","cols":123,"rows":40}`))
-	waitFor(t, 20*time.Second, "the screen at the new width", func() bool { return strings.Contains(term.Screen(), strings.Repeat("─", 123)) })
+	waitFor(t, 20*time.Second, "the screen at the new width", func() bool { return strings.Contains(term.Text(), strings.Repeat("─", 123)) })
 
 	submit(t, term, "[[recall]] terminal-marker", "the terminal's prompt at the model", func() bool {
 		return strings.Contains(lastRequestTexts(s), "terminal-marker")
@@ -178,7 +178,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	term.Close()
 	time.Sleep(500 * time.Millisecond)
 	again := openTerminal(t, s, id)
-	waitFor(t, 10*time.Second, "the scroll-back", func() bool { return strings.Contains(again.Screen(), "accept edits on") })
+	waitFor(t, 10*time.Second, "the scroll-back", func() bool { return strings.Contains(again.Text(), "accept edits on") })
 	if now := terminalClaude(t, vaultDir); len(now) != 1 || len(pids) != 1 || now[0] != pids[0] {
 		t.Fatalf("the terminal's process changed across a reconnect: %v then %v", pids, now)
 	}

@@ -81,6 +81,56 @@ func (c *Terminal) Screen() string {
 	return c.screen.String()
 }
 
+// Text is the screen so far as words: every control sequence (a cursor
+// move, a colour, a title) and every run of white space counts as one
+// space, so text reads the same however the CLI chose to draw it (a
+// redraw may move the cursor over a blank instead of writing a space).
+func (c *Terminal) Text() string { return ScreenText(c.Screen()) }
+
+// ScreenText turns terminal output into words separated by single spaces.
+func ScreenText(screen string) string {
+	var b strings.Builder
+	space := func() {
+		if s := b.String(); s != "" && !strings.HasSuffix(s, " ") {
+			b.WriteByte(' ')
+		}
+	}
+	for i := 0; i < len(screen); {
+		switch ch := screen[i]; {
+		case ch == 0x1b && i+1 < len(screen) && screen[i+1] == '[':
+			// CSI: parameters and intermediates up to a final byte.
+			j := i + 2
+			for j < len(screen) && (screen[j] < 0x40 || screen[j] > 0x7e) {
+				j++
+			}
+			i = j + 1
+			space()
+		case ch == 0x1b && i+1 < len(screen) && (screen[i+1] == ']' || screen[i+1] == 'P' || screen[i+1] == '_'):
+			// OSC, DCS, APC: up to BEL or ST.
+			j := i + 2
+			for j < len(screen) && screen[j] != 0x07 && !(screen[j] == 0x1b && j+1 < len(screen) && screen[j+1] == '\\') {
+				j++
+			}
+			if j < len(screen) && screen[j] == 0x1b {
+				j++
+			}
+			i = j + 1
+		case ch == 0x1b:
+			i += 2
+		case ch < 0x20 || ch == ' ':
+			i++
+			space()
+		case strings.HasPrefix(screen[i:], "\u00a0"):
+			i += len("\u00a0")
+			space()
+		default:
+			b.WriteByte(ch)
+			i++
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
 // Send writes one message: keystrokes (binary) or a control (text).
 func (c *Terminal) Send(tb testing.TB, typ websocket.MessageType, b []byte) {
 	tb.Helper()
