@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -34,9 +35,25 @@ func compatLines(tb testing.TB, body string) []map[string]any {
 	return out
 }
 
-func TestTurnEndGitFailureIsReportedInTheTurn(t *testing.T) {
+// TestTurnEndGitInTheVault: the server's state lives in a dot-folder of the
+// vault repository, and the vault tracks a remote that does not exist.
+//   - a turn's note is committed locally, and the failed push is reported
+//     in the turn in words that name no path, remote or git command;
+//   - the state directory is accepted there, excluded from git, and no
+//     commit carries any of it;
+//   - after a restart the finished turn stays finished.
+func TestTurnEndGitInTheVault(t *testing.T) {
 	t.Parallel()
 	s := start(t)
+	s.stop(t)
+	state := filepath.Join(s.env.VaultRoot, ".major-state")
+	args := append([]string{}, s.args...)
+	for i, a := range args {
+		if a == "--state-dir" {
+			args[i+1] = state
+		}
+	}
+	s = launch(t, s.env, s.li, state, args, s.environ)
 	// The vault tracks a remote that does not exist: every push fails.
 	gitIn(t, s.env.VaultRoot, "remote", "add", "origin", filepath.Join(t.TempDir(), "gone.git"))
 	gitIn(t, s.env.VaultRoot, "config", "branch.main.remote", "origin")
@@ -67,6 +84,21 @@ func TestTurnEndGitFailureIsReportedInTheTurn(t *testing.T) {
 
 	// After a restart the finished turn stays finished: no "server
 	// restarted" error is added to it.
+
+	// The state stays in the vault's dot-folder, and out of git.
+	if _, err := os.Stat(filepath.Join(state, "sessions")); err != nil {
+		t.Fatalf("state not kept in %s: %v", state, err)
+	}
+	if out, err := exec.Command("git", "-C", s.env.VaultRoot, "check-ignore", "-q", ".major-state/sessions").CombinedOutput(); err != nil {
+		t.Fatalf("state dir not excluded from git: %v %s", err, out)
+	}
+	gitIn(t, s.env.VaultRoot, "add", "-A")
+	staged := gitIn(t, s.env.VaultRoot, "diff", "--cached", "--name-only")
+	logged := gitIn(t, s.env.VaultRoot, "log", "--all", "--name-only", "--format=")
+	if strings.Contains(staged+logged, ".major-state") {
+		t.Fatalf("state reached git:\nstaged %s\nlog %s", staged, logged)
+	}
+
 	s2 := restart(t, s)
 	resp := s2.req(t, "GET", "/api/claude/sessions/"+id+"/events?types=turn_start,status,done,error", "")
 	defer resp.Body.Close()

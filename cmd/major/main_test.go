@@ -342,18 +342,6 @@ func readInit(tb testing.TB, s *server, id string) initEvent {
 	return initEvent{}
 }
 
-func TestAutoPublishSkipsThePrompt(t *testing.T) {
-	t.Parallel()
-	s := start(t, "--linkedin-auto-publish", "sebastian")
-	out := readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[tool mcp__linkedin__linkedin_post {\"text\":\"auto\"}]]"}`))
-	if !strings.Contains(out, "Posted to LinkedIn: urn:li:share:") {
-		t.Fatalf("auto-publish: %s", out)
-	}
-	if reqs := s.li.Requests(); len(reqs) != 1 {
-		t.Fatalf("LinkedIn got %d requests", len(reqs))
-	}
-}
-
 func TestWebClientFilesOnly(t *testing.T) {
 	t.Parallel()
 	wd, _ := os.Getwd()
@@ -569,24 +557,6 @@ func TestRestartKeepsSessions(t *testing.T) {
 	}
 }
 
-func TestMetrics(t *testing.T) {
-	t.Parallel()
-	// No process waits for a new chat: the count is the sessions'.
-	s := start(t, "--warm-processes", "0")
-	readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[say counted]]"}`))
-	readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[status 400]]"}`))
-	got := readAll(t, s.req(t, "GET", "/metrics", ""))
-	for _, want := range []string{
-		"major_sessions 2", "major_claude_processes 2", "major_turns_total 2", "major_turn_errors_total 1",
-		"major_dropped_subscribers_total 0", "major_subscribers 0", `major_turn_duration_seconds_bucket{le="+Inf"} 2`,
-		"# TYPE major_turn_duration_seconds histogram",
-	} {
-		if !strings.Contains(got, want+"\n") {
-			t.Fatalf("metrics lack %q:\n%s", want, got)
-		}
-	}
-}
-
 func TestProcessesPerPerson(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -641,11 +611,41 @@ func closedByServer(tb testing.TB, conn net.Conn, r io.Reader) {
 	}
 }
 
-func TestHTTPTimeouts(t *testing.T) {
+// TestHTTPServingOnOneSession runs on one session, so on one CLI process:
+//   - a person set to publish automatically posts to LinkedIn from a chat
+//     without a permission prompt;
+//   - a request whose body arrives too slowly is cut off (--http-read-timeout);
+//   - an idle kept-alive connection is closed (--http-idle-timeout);
+//   - both streams of a turn outlast the read timeout;
+//   - /metrics counts the sessions, processes, turns, failed turns and
+//     subscribers, and the turns' durations.
+func TestHTTPServingOnOneSession(t *testing.T) {
 	t.Parallel()
-	s := start(t, "--http-read-timeout", "1s", "--http-idle-timeout", "1s")
+	// No process waits for a new chat: the process count is the session's.
+	s := start(t, "--linkedin-auto-publish", "sebastian", "--http-read-timeout", "1s", "--http-idle-timeout", "1s", "--warm-processes", "0")
+	var id string
 
-	t.Run("a slow body is cut off", func(t *testing.T) {
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+	step("auto-publish skips the prompt", func(t *testing.T) {
+		var out struct {
+			SessionID string `json:"session_id"`
+			Response  string
+		}
+		body := readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[tool mcp__linkedin__linkedin_post {\"text\":\"auto\"}]]"}`))
+		if err := json.Unmarshal([]byte(body), &out); err != nil || !strings.Contains(out.Response, "Posted to LinkedIn: urn:li:share:") {
+			t.Fatalf("auto-publish: %s (%v)", body, err)
+		}
+		if reqs := s.li.Requests(); len(reqs) != 1 {
+			t.Fatalf("LinkedIn got %d requests", len(reqs))
+		}
+		id = out.SessionID
+	})
+
+	step("a slow body is cut off", func(t *testing.T) {
 		conn := s.rawConn(t)
 		head := "POST /api/claude/chat-stream HTTP/1.1\r\nHost: major\r\nAuthorization: Bearer " + testToken +
 			"\r\nX-Notes-Person: sebastian\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
@@ -655,7 +655,7 @@ func TestHTTPTimeouts(t *testing.T) {
 		closedByServer(t, conn, conn)
 	})
 
-	t.Run("an idle kept-alive connection is closed", func(t *testing.T) {
+	step("an idle kept-alive connection is closed", func(t *testing.T) {
 		conn := s.rawConn(t)
 		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: major\r\n\r\n"); err != nil {
 			t.Fatal(err)
@@ -672,21 +672,44 @@ func TestHTTPTimeouts(t *testing.T) {
 		closedByServer(t, conn, br)
 	})
 
-	t.Run("streams outlast the read timeout", func(t *testing.T) {
-		id := s.newSessionAs(t, "sebastian")
+	step("streams outlast the read timeout", func(t *testing.T) {
 		events := s.req(t, "GET", "/api/claude/sessions/"+id+"/events?types=text,done,error", "")
 		defer events.Body.Close()
 		out := readAll(t, s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[slow 30 100]]","session_id":"`+id+`"}`))
 		if strings.Count(out, "tick ") != 30 || !strings.Contains(out, `"type":"done"`) {
 			t.Fatalf("compat stream of a 3s turn under a 1s read timeout: %s", out)
 		}
+		// The stream may start with the end of the session's turn before.
 		lines := bufio.NewScanner(events.Body)
 		ticks := 0
-		for lines.Scan() && !strings.Contains(lines.Text(), `"type":"done"`) {
+		for lines.Scan() && (ticks == 0 || !strings.Contains(lines.Text(), `"type":"done"`)) {
 			ticks += strings.Count(lines.Text(), "tick ")
 		}
 		if ticks != 30 {
 			t.Fatalf("events stream: %d ticks, then %v", ticks, lines.Err())
+		}
+	})
+
+	step("metrics", func(t *testing.T) {
+		readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[say counted]]","session_id":"`+id+`"}`))
+		readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[status 400]]","session_id":"`+id+`"}`))
+		want := []string{
+			"major_sessions 1", "major_claude_processes 1", "major_turns_total 4", "major_turn_errors_total 1",
+			"major_dropped_subscribers_total 0", "major_subscribers 0", `major_turn_duration_seconds_bucket{le="+Inf"} 4`,
+			"# TYPE major_turn_duration_seconds histogram",
+		}
+		// The events client of the step before detaches on its own time.
+		var got string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			got = readAll(t, s.req(t, "GET", "/metrics", ""))
+			if strings.Contains(got, "\nmajor_subscribers 0\n") || time.Now().After(deadline) {
+				break
+			}
+		}
+		for _, w := range want {
+			if !strings.Contains(got, w+"\n") {
+				t.Fatalf("metrics lack %q:\n%s", w, got)
+			}
 		}
 	})
 }
