@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,8 @@ import (
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/httpapi/httpapitest"
 	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/relay/relaytest"
+	"github.com/majorhq/major/scriptedmodel"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -29,8 +33,10 @@ type harness struct {
 	env      *clitest.Env
 	url      string
 	sessions *relay.Registry
-	stop     func()
-	once     sync.Once
+	// fakes are the chats' CLIs in a newFakeHarness.
+	fakes *relaytest.Launcher
+	stop  func()
+	once  sync.Once
 }
 
 type harnessOpts struct {
@@ -81,17 +87,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 				Grace:          2 * time.Second,
 			},
 			Handlers: func(*supervisor.CLI) supervisor.Handlers {
-				ask, confirm := map[string]bool{}, map[string]bool{}
-				for _, t := range o.askTools {
-					ask[t] = true
-				}
-				for _, t := range o.confirmTools {
-					confirm[t] = true
-				}
-				return supervisor.Handlers{CanUseTool: p.Chat.CanUseTool(relay.AskPolicy{
-					Timeout: o.askTimeout, Ask: func(tool string) bool { return ask[tool] },
-					ConfirmInChat: func(tool string) bool { return confirm[tool] },
-				})}
+				return supervisor.Handlers{CanUseTool: p.Chat.CanUseTool(o.policy())}
 			},
 			Sink:         p.Sink,
 			Pool:         o.pool,
@@ -102,6 +98,126 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	h := serve(tb, o, launch, log)
 	h.env = env
 	return h
+}
+
+// policy is how the harness's chats answer the CLI's tool requests.
+func (o harnessOpts) policy() relay.AskPolicy {
+	ask, confirm := map[string]bool{}, map[string]bool{}
+	for _, t := range o.askTools {
+		ask[t] = true
+	}
+	for _, t := range o.confirmTools {
+		confirm[t] = true
+	}
+	return relay.AskPolicy{
+		Timeout: o.askTimeout, Ask: func(tool string) bool { return ask[tool] },
+		ConfirmInChat: func(tool string) bool { return confirm[tool] },
+	}
+}
+
+// newFakeHarness serves chats that run on fake CLIs (relaytest) behind the
+// HTTP API, for what is the chats' own logic rather than the CLI's. The
+// fakes take their slots from o.pool and play the scripted model's part:
+// "[[say X]]" is answered with X at once; "[[ask]]", "[[ask-multi]]" and
+// "[[tool NAME INPUT]]" ask the chat (with o's policy) and end the turn
+// with what the model would see of the answer (toolOutcome); any other
+// message keeps its turn open until the test ends it through h.fake.
+func newFakeHarness(tb testing.TB, o harnessOpts) *harness {
+	tb.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
+	// The tool requests wait in the background, as the CLI's do; they
+	// end, and are waited for, before the sessions close.
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls sync.WaitGroup
+	policy := o.policy()
+	l := &relaytest.Launcher{
+		New: func(relay.SessionParams) *relaytest.CLI {
+			f := &relaytest.CLI{}
+			f.AutoReply = func(message string) (string, bool) {
+				if tool, input, ok := toolCall(message); ok {
+					calls.Add(1)
+					go func() {
+						defer calls.Done()
+						res, err := f.UseTool(ctx, tool, input)
+						if err != nil {
+							f.Fail(err)
+							return
+						}
+						f.Reply(toolOutcome(res))
+					}()
+					return "", false
+				}
+				return sayReply(message)
+			}
+			return f
+		},
+		Policy: &policy,
+		Pool:   o.pool,
+	}
+	h := serve(tb, o, l, log)
+	tb.Cleanup(func() { cancel(); calls.Wait() })
+	h.fakes = l
+	return h
+}
+
+// toolCall is the tool a fake is asked to call by the scripted model's
+// "[[ask]]", "[[ask-multi]]" and "[[tool NAME INPUT]]".
+func toolCall(message string) (tool string, input any, ok bool) {
+	switch message {
+	case "[[ask]]", "[[ask-multi]]":
+		return "AskUserQuestion", scriptedmodel.AskInput(message == "[[ask-multi]]"), true
+	}
+	call, ok := strings.CutPrefix(message, "[[tool ")
+	if !ok {
+		return "", nil, false
+	}
+	tool, in, _ := strings.Cut(strings.TrimSuffix(call, "]]"), " ")
+	return tool, json.RawMessage(in), json.Valid([]byte(in))
+}
+
+// toolOutcome is what the model would see of a tool request's answer:
+// the answers to its questions as "question"="answer", or that the tool
+// ran, or the denial's message.
+func toolOutcome(res supervisor.PermissionResult) string {
+	if !res.Allow {
+		return res.Message
+	}
+	var in struct {
+		Answers map[string]string `json:"answers"`
+	}
+	_ = json.Unmarshal(res.UpdatedInput, &in)
+	if len(in.Answers) == 0 {
+		return "the tool ran"
+	}
+	var pairs []string
+	for q, a := range in.Answers {
+		pairs = append(pairs, fmt.Sprintf("%q=%q", q, a))
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ", ")
+}
+
+// sayReply ends a fake's turn at once with X for "[[say X]]", and keeps
+// any other turn open.
+func sayReply(message string) (string, bool) {
+	said, ok := strings.CutPrefix(message, "[[say ")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(said, "]]")
+}
+
+// fake is the fake CLI of session id, once its chat has one.
+func (h *harness) fake(tb testing.TB, id string) *relaytest.CLI {
+	tb.Helper()
+	if h.fakes == nil {
+		tb.Fatal("not a fake harness")
+	}
+	f := h.fakes.CLI(id)
+	if f == nil {
+		tb.Fatalf("session %s has no CLI", id)
+	}
+	return f
 }
 
 // serve runs the sessions of launch behind the HTTP API.

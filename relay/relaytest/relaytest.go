@@ -32,6 +32,15 @@ type CLI struct {
 	AutoReply func(message string) (reply string, end bool)
 	// Usage, when set, is what each turn Reply ends reports using.
 	Usage *supervisor.Usage
+	// CanUseTool answers UseTool, as the chat answers the real CLI's
+	// can_use_tool requests; the Launcher sets it when it has a Policy.
+	CanUseTool func(ctx context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error)
+	// Pool, when set, gives each turn the default Send starts a slot of
+	// Person's, held until the turn ends: Send waits for it as the real
+	// CLI waits for a slot for its process (publishing that it waits)
+	// and fails with the pool's error when none frees in time.
+	Pool   *supervisor.Pool
+	Person string
 
 	SendFunc         func(ctx context.Context, text string) error
 	InterruptFunc    func(ctx context.Context) error
@@ -55,6 +64,8 @@ type CLI struct {
 	sent     []string
 	settings supervisor.Settings
 	resumeAt []string
+	// release gives back the running turn's pool slot.
+	release func()
 	// streamed is the text the running turn streamed so far.
 	streamed strings.Builder
 }
@@ -136,6 +147,15 @@ func (f *CLI) Send(ctx context.Context, text string) error {
 		return supervisor.ErrBusy
 	}
 	f.running = true
+	f.mu.Unlock()
+	release, err := f.holdSlot(ctx)
+	f.mu.Lock()
+	if err != nil {
+		f.running = false
+		f.mu.Unlock()
+		return err
+	}
+	f.release = release
 	f.sent = append(f.sent, text)
 	id := fmt.Sprintf("fake-message-%d", len(f.sent))
 	f.mu.Unlock()
@@ -146,6 +166,37 @@ func (f *CLI) Send(ctx context.Context, text string) error {
 		}
 	}
 	return nil
+}
+
+// holdSlot takes a slot of the Pool for a turn (a no-op without a Pool),
+// publishing supervisor.EventSlotWait first when it must wait for one.
+func (f *CLI) holdSlot(ctx context.Context) (func(), error) {
+	if f.Pool == nil {
+		return func() {}, nil
+	}
+	// A Hold whose context is already over takes only a slot that is free
+	// now.
+	now, cancel := context.WithCancel(ctx)
+	cancel()
+	if release, err := f.Pool.Hold(now, f.Person); err == nil {
+		return release, nil
+	}
+	f.publish(supervisor.Event{Kind: supervisor.EventSlotWait})
+	return f.Pool.Hold(ctx, f.Person)
+}
+
+// UseTool asks CanUseTool whether the running turn may use tool with
+// input (any value that encodes to JSON), as the real CLI does before it
+// runs a tool outside the allowed set, and returns the answer.
+func (f *CLI) UseTool(ctx context.Context, tool string, input any) (supervisor.PermissionResult, error) {
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return supervisor.PermissionResult{}, err
+	}
+	if f.CanUseTool == nil {
+		return supervisor.PermissionResult{Allow: true, UpdatedInput: raw}, nil
+	}
+	return f.CanUseTool(ctx, &supervisor.ControlRequest{Subtype: "can_use_tool", ToolName: tool, Input: raw})
 }
 
 // Interrupt calls InterruptFunc, or ends the running turn as interrupted
@@ -311,6 +362,10 @@ func (f *CLI) end() bool {
 	}
 	f.running, f.waiting = false, false
 	f.streamed.Reset()
+	if f.release != nil {
+		f.release()
+		f.release = nil
+	}
 	return true
 }
 
@@ -348,6 +403,11 @@ type Launcher struct {
 	// New, when set, builds each fake (its Sink is set after); default a
 	// plain CLI.
 	New func(p relay.SessionParams) *CLI
+	// Policy, when set, is how each fake's chat answers its UseTool
+	// (CLI.CanUseTool).
+	Policy *relay.AskPolicy
+	// Pool, when set, is each fake's Pool, for the chat's person.
+	Pool *supervisor.Pool
 
 	mu   sync.Mutex
 	clis map[string]*CLI
@@ -362,6 +422,12 @@ func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
 		f = l.New(p)
 	}
 	f.Sink = p.Sink
+	if l.Policy != nil && p.Chat != nil {
+		f.CanUseTool = p.Chat.CanUseTool(*l.Policy)
+	}
+	if l.Pool != nil {
+		f.Pool, f.Person = l.Pool, p.Person
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.clis == nil {
