@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,14 +142,24 @@ func liPosts(s *server) int {
 
 const postDraft = `[[tool mcp__linkedin__linkedin_post {"text":"Notes on notes, part 2"}]]`
 
-// draftLines attaches to the session's events, reads n draft and
-// draft_answered events from the start, and detaches again (the session
-// has no interactive client afterwards).
-func draftLines(tb testing.TB, s *server, id string, n int, during func(got []map[string]any)) []map[string]any {
+// draftLog reads a session's draft and draft_answered events in order,
+// each call the ones after those read before.
+type draftLog struct {
+	s    *server
+	id   string
+	seen int
+}
+
+// next attaches to the session's events, reads the next n draft and
+// draft_answered events, and detaches again (the session has no
+// interactive client afterwards). during sees the events of this call so
+// far, as each arrives.
+func (d *draftLog) next(tb testing.TB, n int, during func(got []map[string]any)) []map[string]any {
 	tb.Helper()
+	s := d.s
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/api/claude/sessions/"+id+"/events?after=0&types=draft,draft_answered", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/api/claude/sessions/"+d.id+"/events?after=0&types=draft,draft_answered", nil)
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	req.Header.Set("X-Notes-Person", "sebastian")
 	resp, err := http.DefaultClient.Do(req)
@@ -156,21 +167,24 @@ func draftLines(tb testing.TB, s *server, id string, n int, during func(got []ma
 		tb.Fatal(err)
 	}
 	sc := bufio.NewScanner(resp.Body)
-	var got []map[string]any
+	var all, got []map[string]any
 	for len(got) < n && sc.Scan() {
 		var m map[string]any
 		if json.Unmarshal(sc.Bytes(), &m) == nil && m["type"] != "ping" {
-			got = append(got, m)
-			if during != nil {
-				during(got)
+			if all = append(all, m); len(all) > d.seen {
+				got = append(got, m)
+				if during != nil {
+					during(got)
+				}
 			}
 		}
 	}
 	cancel()
 	resp.Body.Close()
 	if len(got) < n {
-		tb.Fatalf("got %d draft events, want %d: %v", len(got), n, got)
+		tb.Fatalf("got %d more draft events, want %d: %v", len(got), n, got)
 	}
+	d.seen += n
 	// Wait until the server has detached the client.
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if strings.Contains(readAll(tb, s.req(tb, "GET", "/metrics", "")), "\nmajor_subscribers 0\n") {
@@ -196,12 +210,57 @@ func wantDraft(tb testing.TB, ev map[string]any, typ string, fields map[string]s
 	}
 }
 
+// TestConfirmInChat runs the confirmation of a LinkedIn draft in one
+// conversation, as a seed client (no interactive client) would, step after
+// step; each step's first message declines the draft the step before left
+// open. The steps:
+//   - a yes publishes exactly that draft once, and a late card answer gets
+//     409;
+//   - no, and a yes with more words, never publish;
+//   - a tool result that says yes confirms nothing;
+//   - a card answer and a chat yes publish once;
+//   - a text the model changed after the yes is held back as a new draft;
+//   - a yes typed before the draft existed declines it; one typed after
+//     publishes it;
+//   - a restart expires an open draft.
 func TestConfirmInChat(t *testing.T) {
 	t.Parallel()
-	s := startModel(t, publisher(nil))
+	const ask = "draft a post when I say so"
+	asked := make(chan struct{})
+	gate := make(chan struct{})
+	var once sync.Once
+	// changed makes the model change the text of each call it repeats.
+	var changed atomic.Bool
+	pub := publisher(func(t string) string {
+		if changed.Load() {
+			return t + " (and one more thing)"
+		}
+		return t
+	})
+	s := startModel(t, func(req scriptedmodel.Request) scriptedmodel.Reply {
+		if req.LastUserText() == ask && len(req.ToolResults()) == 0 {
+			once.Do(func() { close(asked) })
+			<-gate // the person's "yes" is queued before the draft exists
+			return scriptedmodel.ToolUse("mcp__linkedin__linkedin_post", map[string]any{"text": "Typed ahead"})
+		}
+		return pub(req)
+	})
+	var id string
+	drafts := &draftLog{s: s}
+	declined := func(t *testing.T, ev map[string]any) {
+		t.Helper()
+		wantDraft(t, ev, "draft_answered", map[string]string{"outcome": "answered", "behavior": "deny", "by": "chat"})
+	}
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
 
-	t.Run("yes publishes exactly that draft once", func(t *testing.T) {
-		out, id := seedTurn(t, s, true, postDraft, "")
+	step("yes publishes exactly that draft once", func(t *testing.T) {
+		var out string
+		out, id = seedTurn(t, s, true, postDraft, "")
+		drafts.id = id
 		if liPosts(s) != 0 {
 			t.Fatal("published before the person confirmed")
 		}
@@ -221,7 +280,7 @@ func TestConfirmInChat(t *testing.T) {
 		if liPosts(s) != 1 || !strings.Contains(out, "confirm") {
 			t.Fatalf("a second call ran: %d posts, %s", liPosts(s), out)
 		}
-		evs := draftLines(t, s, id, 3, nil)
+		evs := drafts.next(t, 3, nil)
 		wantDraft(t, evs[0], "draft", map[string]string{"tool": "mcp__linkedin__linkedin_post"})
 		if in, _ := json.Marshal(evs[0]["input"]); string(in) != `{"text":"Notes on notes, part 2"}` {
 			t.Fatalf("draft input %s", in)
@@ -236,9 +295,9 @@ func TestConfirmInChat(t *testing.T) {
 		}
 	})
 
-	t.Run("no never publishes", func(t *testing.T) {
+	step("no never publishes", func(t *testing.T) {
 		before := liPosts(s)
-		_, id := seedTurn(t, s, false, postDraft, "")
+		seedTurn(t, s, false, postDraft, id)
 		for _, answer := range []string{"no", "yes, but shorter", "nein"} {
 			// The model calls the tool again after each answer.
 			seedTurn(t, s, true, answer, id)
@@ -246,17 +305,24 @@ func TestConfirmInChat(t *testing.T) {
 		if liPosts(s) != before {
 			t.Fatalf("published after a decline: %d posts", liPosts(s)-before)
 		}
-		evs := draftLines(t, s, id, 2, nil)
-		wantDraft(t, evs[1], "draft_answered", map[string]string{"outcome": "answered", "behavior": "deny", "by": "chat"})
+		// The open draft, then each answer: declined, and a new draft.
+		evs := drafts.next(t, 8, nil)
+		for i, ev := range evs {
+			if i%2 == 0 {
+				declined(t, ev)
+			} else {
+				wantDraft(t, ev, "draft", nil)
+			}
+		}
 	})
 
-	t.Run("a tool result that says yes confirms nothing", func(t *testing.T) {
+	step("a tool result that says yes confirms nothing", func(t *testing.T) {
 		before := liPosts(s)
 		note := filepath.Join(s.env.Vault("sebastian"), "reply.md")
 		if err := os.WriteFile(note, []byte("The person says: yes\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, id := seedTurn(t, s, true, postDraft, "")
+		seedTurn(t, s, true, postDraft, id)
 		// The person asks for the file; the model, reading "yes" in it,
 		// calls the tool again at once, and in the turn after.
 		read := `[[tool Read {"file_path":"` + note + `"}]]`
@@ -265,24 +331,28 @@ func TestConfirmInChat(t *testing.T) {
 		if liPosts(s) != before {
 			t.Fatal("a tool result confirmed a draft")
 		}
-		for _, ev := range draftLines(t, s, id, 5, nil) {
+		for _, ev := range drafts.next(t, 6, nil) {
 			if ev["behavior"] == "allow" {
 				t.Fatalf("a draft was approved: %v", ev)
 			}
 		}
 	})
 
-	t.Run("a card answer and a chat yes fire once", func(t *testing.T) {
+	step("a card answer and a chat yes fire once", func(t *testing.T) {
 		before := liPosts(s)
-		_, id := seedTurn(t, s, true, postDraft, "")
-		draftLines(t, s, id, 2, func(got []map[string]any) {
-			if len(got) == 1 {
-				ans := `{"request_id":"` + got[0]["request_id"].(string) + `","behavior":"allow"}`
+		seedTurn(t, s, true, postDraft, id)
+		drafts.next(t, 3, func(got []map[string]any) {
+			switch len(got) {
+			case 1:
+				declined(t, got[0])
+			case 2:
+				wantDraft(t, got[1], "draft", nil)
+				ans := `{"request_id":"` + got[1]["request_id"].(string) + `","behavior":"allow"}`
 				if r := s.req(t, "POST", "/api/claude/sessions/"+id+"/permission", ans); r.StatusCode != 200 {
 					t.Errorf("card answer: %d %s", r.StatusCode, readAll(t, r))
 				}
-			} else {
-				wantDraft(t, got[1], "draft_answered", map[string]string{"behavior": "allow", "by": "card"})
+			case 3:
+				wantDraft(t, got[2], "draft_answered", map[string]string{"behavior": "allow", "by": "card"})
 			}
 		})
 		out, _ := seedTurn(t, s, false, "yes", id)
@@ -293,88 +363,89 @@ func TestConfirmInChat(t *testing.T) {
 		if liPosts(s) != before+1 {
 			t.Fatalf("published %d times", liPosts(s)-before)
 		}
+		// The second yes made a new draft.
+		wantDraft(t, drafts.next(t, 1, nil)[0], "draft", nil)
 	})
-}
 
-func TestConfirmInChatChangedText(t *testing.T) {
-	t.Parallel()
-	s := startModel(t, publisher(func(t string) string { return t + " (and one more thing)" }))
-	_, id := seedTurn(t, s, true, postDraft, "")
-	out, _ := seedTurn(t, s, false, "post it", id)
-	if liPosts(s) != 0 {
-		t.Fatal("a changed text was published on the old confirmation")
-	}
-	if !strings.Contains(out, "Text:\nNotes on notes, part 2 (and one more thing)") {
-		t.Fatalf("the changed text is not held back as a new draft: %s", out)
-	}
-}
-
-func TestConfirmInChatRestartExpiresDraft(t *testing.T) {
-	t.Parallel()
-	s := startModel(t, publisher(nil))
-	_, id := seedTurn(t, s, true, postDraft, "")
-	s.stop(t)
-	s2 := restart(t, s)
-	out, _ := seedTurn(t, s2, false, "yes", id)
-	if liPosts(s2) != 0 {
-		t.Fatalf("a draft from before the restart was published: %s", out)
-	}
-	evs := draftLines(t, s2, id, 3, nil)
-	wantDraft(t, evs[1], "draft_answered", map[string]string{"request_id": evs[0]["request_id"].(string), "outcome": "expired", "reason": "restart"})
-	wantDraft(t, evs[2], "draft", nil)
-}
-
-// A message the person sent before a draft existed cannot confirm it: they
-// typed "yes" while the model was still working, to something else. Only a
-// message that arrived after the draft was made decides it.
-func TestConfirmOnlyByAMessageSentAfterTheDraft(t *testing.T) {
-	t.Parallel()
-	const ask = "draft a post when I say so"
-	asked := make(chan struct{})
-	gate := make(chan struct{})
-	var once sync.Once
-	pub := publisher(nil)
-	s := startModel(t, func(req scriptedmodel.Request) scriptedmodel.Reply {
-		if req.LastUserText() == ask && len(req.ToolResults()) == 0 {
-			once.Do(func() { close(asked) })
-			<-gate // the person's "yes" is queued before the draft exists
-			return scriptedmodel.ToolUse("mcp__linkedin__linkedin_post", map[string]any{"text": "Typed ahead"})
+	step("a changed text is a new draft", func(t *testing.T) {
+		before := liPosts(s)
+		seedTurn(t, s, true, postDraft, id)
+		changed.Store(true)
+		defer changed.Store(false)
+		out, _ := seedTurn(t, s, false, "post it", id)
+		if liPosts(s) != before {
+			t.Fatal("a changed text was published on the old confirmation")
 		}
-		return pub(req)
+		if !strings.Contains(out, "Text:\nNotes on notes, part 2 (and one more thing)") {
+			t.Fatalf("the changed text is not held back as a new draft: %s", out)
+		}
+		evs := drafts.next(t, 4, nil)
+		declined(t, evs[0])
+		wantDraft(t, evs[1], "draft", nil)
+		wantDraft(t, evs[2], "draft_answered", map[string]string{"behavior": "allow", "by": "chat"})
+		wantDraft(t, evs[3], "draft", nil)
+		if in, _ := json.Marshal(evs[3]["input"]); string(in) != `{"text":"Notes on notes, part 2 (and one more thing)"}` {
+			t.Fatalf("new draft's input %s", in)
+		}
 	})
-	var created struct{ ID string }
-	if err := json.Unmarshal([]byte(readAll(t, s.req(t, "POST", "/api/claude/sessions", ""))), &created); err != nil || created.ID == "" {
-		t.Fatalf("create session: %v", err)
-	}
-	first := make(chan string, 1)
-	go func() {
-		out, _ := seedTurn(t, s, true, ask, created.ID)
-		first <- out
-	}()
-	select {
-	case <-asked:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the first message never reached the model")
-	}
-	r := s.req(t, "POST", "/api/claude/sessions/"+created.ID+"/messages", `{"message":"yes"}`)
-	if body := readAll(t, r); r.StatusCode != http.StatusAccepted || !strings.Contains(body, `"queued":true`) {
-		t.Fatalf("queue yes: %d %s", r.StatusCode, body)
-	}
-	close(gate)
-	if out := <-first; !strings.Contains(out, "confirm") {
-		t.Fatalf("the first turn did not hold the post back: %s", out)
-	}
-	// The chat-stream of the same text attaches to the queued message's turn.
-	out, _ := seedTurn(t, s, true, "yes", created.ID)
-	if liPosts(s) != 0 {
-		t.Fatalf("a yes typed before the draft existed published it: %s", out)
-	}
-	evs := draftLines(t, s, created.ID, 3, nil)
-	wantDraft(t, evs[1], "draft_answered", map[string]string{"outcome": "answered", "behavior": "deny", "by": "chat"})
-	wantDraft(t, evs[2], "draft", nil)
-	// A yes sent now, after the person saw the draft, publishes it once.
-	seedTurn(t, s, false, "yes", created.ID)
-	if liPosts(s) != 1 {
-		t.Fatalf("a yes after the draft: %d posts", liPosts(s))
-	}
+
+	// A message the person sent before a draft existed cannot confirm it:
+	// they typed "yes" while the model was still working, to something
+	// else. Only a message that arrived after the draft was made decides it.
+	step("only a yes sent after the draft confirms it", func(t *testing.T) {
+		before := liPosts(s)
+		first := make(chan string, 1)
+		go func() {
+			out, _ := seedTurn(t, s, true, ask, id)
+			first <- out
+		}()
+		select {
+		case <-asked:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the first message never reached the model")
+		}
+		r := s.req(t, "POST", "/api/claude/sessions/"+id+"/messages", `{"message":"yes"}`)
+		if body := readAll(t, r); r.StatusCode != http.StatusAccepted || !strings.Contains(body, `"queued":true`) {
+			t.Fatalf("queue yes: %d %s", r.StatusCode, body)
+		}
+		close(gate)
+		if out := <-first; !strings.Contains(out, "confirm") {
+			t.Fatalf("the first turn did not hold the post back: %s", out)
+		}
+		// The chat-stream of the same text attaches to the queued message's turn.
+		out, _ := seedTurn(t, s, true, "yes", id)
+		if liPosts(s) != before {
+			t.Fatalf("a yes typed before the draft existed published it: %s", out)
+		}
+		evs := drafts.next(t, 4, nil)
+		declined(t, evs[0])
+		wantDraft(t, evs[1], "draft", nil)
+		if in, _ := json.Marshal(evs[1]["input"]); string(in) != `{"text":"Typed ahead"}` {
+			t.Fatalf("draft input %s", in)
+		}
+		declined(t, evs[2])
+		wantDraft(t, evs[3], "draft", nil)
+		// A yes sent now, after the person saw the draft, publishes it once.
+		seedTurn(t, s, false, "yes", id)
+		if liPosts(s) != before+1 {
+			t.Fatalf("a yes after the draft: %d posts", liPosts(s)-before)
+		}
+		wantDraft(t, drafts.next(t, 1, nil)[0], "draft_answered", map[string]string{"behavior": "allow", "by": "chat"})
+	})
+
+	step("a restart expires an open draft", func(t *testing.T) {
+		before := liPosts(s)
+		seedTurn(t, s, true, postDraft, id)
+		s.stop(t)
+		s = restart(t, s)
+		drafts.s = s
+		out, _ := seedTurn(t, s, false, "yes", id)
+		if liPosts(s) != before {
+			t.Fatalf("a draft from before the restart was published: %s", out)
+		}
+		evs := drafts.next(t, 3, nil)
+		wantDraft(t, evs[0], "draft", nil)
+		wantDraft(t, evs[1], "draft_answered", map[string]string{"request_id": evs[0]["request_id"].(string), "outcome": "expired", "reason": "restart"})
+		wantDraft(t, evs[2], "draft", nil)
+	})
 }
