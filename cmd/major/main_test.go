@@ -540,23 +540,6 @@ func TestShutdownEndsTurnsAndProcesses(t *testing.T) {
 	}
 }
 
-func TestRestartKeepsSessions(t *testing.T) {
-	t.Parallel()
-	s := start(t)
-	out := readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"remember 7"}`))
-	var first struct {
-		SessionID string `json:"session_id"`
-	}
-	_ = json.Unmarshal([]byte(out), &first)
-	s.stop(t)
-
-	s2 := restart(t, s)
-	out = readAll(t, s2.req(t, "POST", "/api/claude/chat", `{"message":"[[recall]]","session_id":"`+first.SessionID+`"}`))
-	if !strings.Contains(out, `"response":"HISTORY: remember 7 | [[recall]]"`) {
-		t.Fatalf("after restart: %s", out)
-	}
-}
-
 func TestProcessesPerPerson(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
