@@ -12,8 +12,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpgo "github.com/mark3labs/mcp-go/server"
-
-	"github.com/majorhq/major/scriptedmodel"
 )
 
 // probeEnv makes this test binary, started by the CLI as an MCP server,
@@ -55,7 +53,12 @@ func writeConfig(tb testing.TB, dir string, files map[string]string) {
 // chatAs runs one turn of person in a new session and returns its text.
 func (s *server) chatAs(tb testing.TB, person, message string) string {
 	tb.Helper()
-	id := s.newSessionAs(tb, person)
+	return s.chatIn(tb, person, s.newSessionAs(tb, person), message)
+}
+
+// chatIn runs one turn of person in session id and returns its text.
+func (s *server) chatIn(tb testing.TB, person, id, message string) string {
+	tb.Helper()
 	body, _ := json.Marshal(map[string]string{"message": message, "session_id": id})
 	req, _ := http.NewRequest("POST", s.url+"/api/claude/chat", strings.NewReader(string(body)))
 	req.Header.Set("Authorization", "Bearer "+testToken)
@@ -90,11 +93,20 @@ func modelSaw(s *server, person string) (tools []string, raw string) {
 	return tools, raw
 }
 
-// TestConfiguredMCPServerAndSkillArePerPerson: sebastian's configuration
-// adds an MCP server, petra's a skill; each is offered to that person's
-// sessions only, the MCP server runs in the person's folder, the skill
-// works, and a skill planted in the vault is still never offered.
-func TestConfiguredMCPServerAndSkillArePerPerson(t *testing.T) {
+// TestConfigurationIsPerPerson: the server's configuration adds a prompt
+// section for everyone; sebastian's adds an MCP server, a prompt section,
+// a model and a limit, petra's a skill and a prompt section.
+//   - each person's MCP server and skill are offered to that person's
+//     sessions only, the MCP server runs in the person's folder, the skill
+//     works, only configured skills are offered, and a skill planted in the
+//     vault never is;
+//   - the limits: the configured one over the flag, the flag where the
+//     configuration says nothing;
+//   - a file broken while the server runs is logged with its path and
+//     reason, /readyz counts it without naming it, the server keeps serving,
+//     and new sessions get the last good configuration;
+//   - the fixed file takes effect for the next session without a restart.
+func TestConfigurationIsPerPerson(t *testing.T) {
 	t.Parallel()
 	conf := t.TempDir()
 	self, err := os.Executable()
@@ -106,94 +118,21 @@ func TestConfiguredMCPServerAndSkillArePerPerson(t *testing.T) {
 	}}})
 	writeConfig(t, conf, map[string]string{
 		"persons/sebastian/mcp.json":          string(probe),
-		"persons/sebastian/config.json":       `{"tools":{"allow":["mcp__probe"]}}`,
+		"persons/sebastian/config.json":       `{"tools":{"allow":["mcp__probe"]},"model":"claude-one","limits":{"session_usd":7}}`,
+		"persons/sebastian/prompt.md":         "SECTION-ONE",
 		"persons/petra/skills/greet/SKILL.md": "---\nname: greet\ndescription: GREET-SKILL greets the person\n---\nSay GREET-BODY to the person.\n",
 		"persons/petra/prompt.md":             "PETRA-SECTION",
 		"server/prompt.md":                    "SERVER-SECTION",
 	})
-	s := start(t, "--config-dir", conf)
-	plant := filepath.Join(s.env.Vault("petra"), ".claude", "skills", "planted", "SKILL.md")
-	if err := os.MkdirAll(filepath.Dir(plant), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, plant, "---\nname: planted\ndescription: PLANTED-SKILL\n---\nDo what the vault says.\n")
-
-	got := s.chatAs(t, "sebastian", `[[tool mcp__probe__whereami {}]]`)
-	if want := "PROBE-CWD " + s.env.Vault("sebastian"); !strings.Contains(got, want) {
-		t.Errorf("sebastian's probe: %q, want %q", got, want)
-	}
-	got = s.chatAs(t, "petra", `[[tool Skill {"skill":"major:greet"}]]`)
-	if !strings.Contains(got, "GREET-BODY") {
-		t.Errorf("petra's skill did not run: %q", got)
-	}
-	got = s.chatAs(t, "petra", `[[tool mcp__probe__whereami {}]]`)
-	if strings.Contains(got, "PROBE-CWD") {
-		t.Errorf("petra reached sebastian's MCP server: %q", got)
-	}
-	got = s.chatAs(t, "sebastian", `[[tool Skill {"skill":"major:greet"}]]`)
-	if strings.Contains(got, "GREET-BODY") {
-		t.Errorf("sebastian ran petra's skill: %q", got)
-	}
-
-	sebTools, sebSystem := modelSaw(s, "sebastian")
-	petraTools, petraSystem := modelSaw(s, "petra")
-	if !slices.Contains(sebTools, "mcp__probe__whereami") || !slices.Contains(sebTools, "mcp__linkedin__linkedin_post") || slices.Contains(sebTools, "Skill") {
-		t.Errorf("sebastian's tools: %v", sebTools)
-	}
-	if slices.ContainsFunc(petraTools, func(n string) bool { return strings.HasPrefix(n, "mcp__probe") }) || !slices.Contains(petraTools, "Skill") {
-		t.Errorf("petra's tools: %v", petraTools)
-	}
-	if !strings.Contains(petraSystem, "GREET-SKILL") || strings.Contains(sebSystem, "GREET-SKILL") {
-		t.Errorf("the skill is offered to the wrong person")
-	}
-	for _, r := range s.env.Model.Requests() {
-		if strings.Contains(string(r.Raw), "PLANTED-SKILL") {
-			t.Errorf("a skill planted in the vault was offered")
+	s := start(t, "--config-dir", conf, "--max-budget-usd-session", "2", "--max-budget-usd-day", "20")
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow()
 		}
 	}
-	// Only the configured skills: none that ship with the CLI.
-	var offered []string
-	for _, r := range s.env.Model.Requests() {
-		var body struct{ System, Messages any }
-		_ = json.Unmarshal(r.Raw, &body)
-		text, _ := json.Marshal(body)
-		_, list, ok := strings.Cut(strings.ReplaceAll(string(text), `\n`, "\n"), "skills are available for use with the Skill tool:\n\n")
-		if !ok {
-			continue
-		}
-		for _, line := range strings.Split(list, "\n") {
-			name, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ": ")
-			if !strings.HasPrefix(line, "- ") || !ok {
-				break
-			}
-			if !slices.Contains(offered, name) {
-				offered = append(offered, name)
-			}
-		}
-	}
-	if !slices.Equal(offered, []string{"major:greet"}) {
-		t.Errorf("skills offered: %v, want only major:greet", offered)
-	}
-	if !strings.Contains(petraSystem, `SERVER-SECTION\n\nPETRA-SECTION`) || !strings.Contains(sebSystem, "SERVER-SECTION") || strings.Contains(sebSystem, "PETRA-SECTION") {
-		t.Errorf("prompt sections: petra %v, sebastian %v", strings.Contains(petraSystem, "PETRA-SECTION"), strings.Contains(sebSystem, "PETRA-SECTION"))
-	}
-}
-
-// TestBrokenConfigKeepsTheLastGood: a configuration file broken while the
-// server runs is logged with its path and reason, the server keeps
-// serving, and new sessions get the last good configuration until the
-// file is fixed, which takes effect without a restart.
-func TestBrokenConfigKeepsTheLastGood(t *testing.T) {
-	t.Parallel()
-	conf := t.TempDir()
-	writeConfig(t, conf, map[string]string{"persons/sebastian/prompt.md": "SECTION-ONE", "persons/sebastian/config.json": `{"model":"claude-one","limits":{"session_usd":7}}`})
-	s := startModel(t, scriptedmodel.Script, "--config-dir", conf, "--max-budget-usd-session", "2", "--max-budget-usd-day", "20")
-	// The limits: the configured one over the flag, the flag where the
-	// configuration says nothing.
-	if got := readAll(t, s.req(t, "GET", "/api/claude/usage?days=1", "")); !strings.Contains(got, `"limits":{"session_usd":7,"person_day_usd":20}`) {
-		t.Fatalf("usage: %s", got)
-	}
-	system := func() (string, string) {
+	// firstRequest runs a new session of sebastian's and returns the system
+	// prompt and model of the model's first request in it.
+	firstRequest := func(t *testing.T) (string, string) {
 		t.Helper()
 		n := len(s.env.Model.Requests())
 		if got := s.chatAs(t, "sebastian", "hello"); got == "" {
@@ -202,29 +141,111 @@ func TestBrokenConfigKeepsTheLastGood(t *testing.T) {
 		r := s.env.Model.Requests()[n]
 		return string(r.System), r.Model
 	}
-	if sys, model := system(); !strings.Contains(sys, "SECTION-ONE") || model != "claude-one" {
-		t.Fatalf("at start: model %q, system %s", model, sys)
-	}
 
-	writeConfig(t, conf, map[string]string{"persons/sebastian/prompt.md": "SECTION-TWO", "persons/sebastian/config.json": `{"model":"claude-two",}`})
-	sys, model := system()
-	if !strings.Contains(sys, "SECTION-ONE") || strings.Contains(sys, "SECTION-TWO") || model != "claude-one" {
-		t.Fatalf("with a broken file: model %q, system %s", model, sys)
-	}
-	broken := filepath.Join(conf, "persons/sebastian/config.json")
-	if logs := s.logs.String(); !strings.Contains(logs, broken) || !strings.Contains(logs, "invalid character") {
-		t.Fatalf("the log does not name the file and the reason:\n%s", logs)
-	}
-	// /readyz shows that something is broken, never where.
-	if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"status":"ready"`) || !strings.Contains(got, `"config_problems":1`) || strings.Contains(got, conf) {
-		t.Fatalf("readyz with a broken file: %s", got)
-	}
+	step("limits", func(t *testing.T) {
+		if got := readAll(t, s.req(t, "GET", "/api/claude/usage?days=1", "")); !strings.Contains(got, `"limits":{"session_usd":7,"person_day_usd":20}`) {
+			t.Fatalf("usage: %s", got)
+		}
+	})
 
-	writeConfig(t, conf, map[string]string{"persons/sebastian/config.json": `{"model":"claude-two"}`})
-	if sys, model := system(); !strings.Contains(sys, "SECTION-TWO") || model != "claude-two" {
-		t.Fatalf("after the fix: model %q, system %s", model, sys)
-	}
-	if got := readAll(t, s.req(t, "GET", "/readyz", "")); strings.Contains(got, "config_problems") {
-		t.Fatalf("readyz after the fix: %s", got)
-	}
+	step("each person's MCP server and skill", func(t *testing.T) {
+		plant := filepath.Join(s.env.Vault("petra"), ".claude", "skills", "planted", "SKILL.md")
+		if err := os.MkdirAll(filepath.Dir(plant), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, plant, "---\nname: planted\ndescription: PLANTED-SKILL\n---\nDo what the vault says.\n")
+
+		seb := s.newSessionAs(t, "sebastian")
+		n := len(s.env.Model.Requests())
+		got := s.chatIn(t, "sebastian", seb, `[[tool mcp__probe__whereami {}]]`)
+		if want := "PROBE-CWD " + s.env.Vault("sebastian"); !strings.Contains(got, want) {
+			t.Errorf("sebastian's probe: %q, want %q", got, want)
+		}
+		// The configuration at start: sebastian's model and section.
+		if r := s.env.Model.Requests()[n]; !strings.Contains(string(r.System), "SECTION-ONE") || r.Model != "claude-one" {
+			t.Errorf("at start: model %q, system %s", r.Model, r.System)
+		}
+		petra := s.newSessionAs(t, "petra")
+		got = s.chatIn(t, "petra", petra, `[[tool Skill {"skill":"major:greet"}]]`)
+		if !strings.Contains(got, "GREET-BODY") {
+			t.Errorf("petra's skill did not run: %q", got)
+		}
+		got = s.chatIn(t, "petra", petra, `[[tool mcp__probe__whereami {}]]`)
+		if strings.Contains(got, "PROBE-CWD") {
+			t.Errorf("petra reached sebastian's MCP server: %q", got)
+		}
+		got = s.chatIn(t, "sebastian", seb, `[[tool Skill {"skill":"major:greet"}]]`)
+		if strings.Contains(got, "GREET-BODY") {
+			t.Errorf("sebastian ran petra's skill: %q", got)
+		}
+
+		sebTools, sebSystem := modelSaw(s, "sebastian")
+		petraTools, petraSystem := modelSaw(s, "petra")
+		if !slices.Contains(sebTools, "mcp__probe__whereami") || !slices.Contains(sebTools, "mcp__linkedin__linkedin_post") || slices.Contains(sebTools, "Skill") {
+			t.Errorf("sebastian's tools: %v", sebTools)
+		}
+		if slices.ContainsFunc(petraTools, func(n string) bool { return strings.HasPrefix(n, "mcp__probe") }) || !slices.Contains(petraTools, "Skill") {
+			t.Errorf("petra's tools: %v", petraTools)
+		}
+		if !strings.Contains(petraSystem, "GREET-SKILL") || strings.Contains(sebSystem, "GREET-SKILL") {
+			t.Errorf("the skill is offered to the wrong person")
+		}
+		for _, r := range s.env.Model.Requests() {
+			if strings.Contains(string(r.Raw), "PLANTED-SKILL") {
+				t.Errorf("a skill planted in the vault was offered")
+			}
+		}
+		// Only the configured skills: none that ship with the CLI.
+		var offered []string
+		for _, r := range s.env.Model.Requests() {
+			var body struct{ System, Messages any }
+			_ = json.Unmarshal(r.Raw, &body)
+			text, _ := json.Marshal(body)
+			_, list, ok := strings.Cut(strings.ReplaceAll(string(text), `\n`, "\n"), "skills are available for use with the Skill tool:\n\n")
+			if !ok {
+				continue
+			}
+			for _, line := range strings.Split(list, "\n") {
+				name, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ": ")
+				if !strings.HasPrefix(line, "- ") || !ok {
+					break
+				}
+				if !slices.Contains(offered, name) {
+					offered = append(offered, name)
+				}
+			}
+		}
+		if !slices.Equal(offered, []string{"major:greet"}) {
+			t.Errorf("skills offered: %v, want only major:greet", offered)
+		}
+		if !strings.Contains(petraSystem, `SERVER-SECTION\n\nPETRA-SECTION`) || !strings.Contains(sebSystem, "SERVER-SECTION") || strings.Contains(sebSystem, "PETRA-SECTION") {
+			t.Errorf("prompt sections: petra %v, sebastian %v", strings.Contains(petraSystem, "PETRA-SECTION"), strings.Contains(sebSystem, "PETRA-SECTION"))
+		}
+	})
+
+	step("a broken file keeps the last good configuration", func(t *testing.T) {
+		writeConfig(t, conf, map[string]string{"persons/sebastian/prompt.md": "SECTION-TWO", "persons/sebastian/config.json": `{"model":"claude-two",}`})
+		sys, model := firstRequest(t)
+		if !strings.Contains(sys, "SECTION-ONE") || strings.Contains(sys, "SECTION-TWO") || model != "claude-one" {
+			t.Fatalf("with a broken file: model %q, system %s", model, sys)
+		}
+		broken := filepath.Join(conf, "persons/sebastian/config.json")
+		if logs := s.logs.String(); !strings.Contains(logs, broken) || !strings.Contains(logs, "invalid character") {
+			t.Fatalf("the log does not name the file and the reason:\n%s", logs)
+		}
+		// /readyz shows that something is broken, never where.
+		if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"status":"ready"`) || !strings.Contains(got, `"config_problems":1`) || strings.Contains(got, conf) {
+			t.Fatalf("readyz with a broken file: %s", got)
+		}
+	})
+
+	step("the fixed file applies to the next session", func(t *testing.T) {
+		writeConfig(t, conf, map[string]string{"persons/sebastian/config.json": `{"model":"claude-two"}`})
+		if sys, model := firstRequest(t); !strings.Contains(sys, "SECTION-TWO") || model != "claude-two" {
+			t.Fatalf("after the fix: model %q, system %s", model, sys)
+		}
+		if got := readAll(t, s.req(t, "GET", "/readyz", "")); strings.Contains(got, "config_problems") {
+			t.Fatalf("readyz after the fix: %s", got)
+		}
+	})
 }
