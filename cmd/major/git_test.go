@@ -47,13 +47,7 @@ func TestTurnEndGitInTheVault(t *testing.T) {
 	s := start(t)
 	s.stop(t)
 	state := filepath.Join(s.env.VaultRoot, ".major-state")
-	args := append([]string{}, s.args...)
-	for i, a := range args {
-		if a == "--state-dir" {
-			args[i+1] = state
-		}
-	}
-	s = launch(t, s.env, s.li, state, args, s.environ)
+	s = launch(t, s.env, s.li, state, withArg(s.args, "--state-dir", state), s.environ)
 	// The vault tracks a remote that does not exist: every push fails.
 	gitIn(t, s.env.VaultRoot, "remote", "add", "origin", filepath.Join(t.TempDir(), "gone.git"))
 	gitIn(t, s.env.VaultRoot, "config", "branch.main.remote", "origin")

@@ -213,103 +213,228 @@ func readAll(tb testing.TB, resp *http.Response) string {
 	return string(b)
 }
 
+// withArg is args with flag's value set to value (added if missing).
+func withArg(args []string, flag, value string) []string {
+	out := append([]string{}, args...)
+	for i, a := range out {
+		if a == flag && i+1 < len(out) {
+			out[i+1] = value
+			return out
+		}
+	}
+	return append(out, flag, value)
+}
+
+// TestServeFullStack runs the whole program, with a warm pool, from start
+// to shutdown and back:
+//   - /healthz and /readyz answer (with the CLI's version);
+//   - a compat turn runs; the model sees exactly the seed's tools (no
+//     shell, nothing from the vault), the LinkedIn MCP server is connected
+//     and the CLI runs in the person's folder;
+//   - a LinkedIn post asks for permission first, runs once allowed, and
+//     its activity log is committed;
+//   - /mcp is behind the same auth, and no token is logged;
+//   - shutdown ends running turns with done on both streams, within the
+//     grace time, and leaves no claude process (the waiting one included)
+//     and no pid record;
+//   - started again, an interrupted session answers as before and its next
+//     message resumes the conversation.
 func TestServeFullStack(t *testing.T) {
 	t.Parallel()
-	s := start(t, "--warm-processes", "1")
+	s := start(t, "--warm-processes", "1", "--shutdown-grace", "10s")
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+	var id string
 
-	if got := readAll(t, s.req(t, "GET", "/healthz", "")); !strings.Contains(got, "ok") {
-		t.Fatalf("healthz: %s", got)
-	}
-	if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"ready"`) || !strings.Contains(got, `"claude_version":"2.1.330 (Claude Code)"`) {
-		t.Fatalf("readyz: %s", got)
-	}
+	step("health and readiness", func(t *testing.T) {
+		if got := readAll(t, s.req(t, "GET", "/healthz", "")); !strings.Contains(got, "ok") {
+			t.Fatalf("healthz: %s", got)
+		}
+		if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"ready"`) || !strings.Contains(got, `"claude_version":"2.1.330 (Claude Code)"`) {
+			t.Fatalf("readyz: %s", got)
+		}
+	})
 
-	// A plain compat turn.
-	out := readAll(t, s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[say hello from the stack]]"}`))
-	if !strings.Contains(out, `{"type":"text","delta":"hello from the stack"}`) || !strings.Contains(out, `"type":"done"`) {
-		t.Fatalf("chat-stream: %s", out)
-	}
-	// The model sees exactly the seed's tools plus AskUserQuestion and
-	// ExitPlanMode (asked in plan mode): no shell, nothing from the vault.
-	var done struct {
-		SessionID string `json:"session_id"`
-	}
-	_ = json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &done)
-	init := readInit(t, s, done.SessionID)
-	want := "AskUserQuestion,Edit,ExitPlanMode,Glob,Grep,Read,WebFetch,WebSearch,Write," +
-		"mcp__linkedin__linkedin_post,mcp__linkedin__linkedin_post_comment,mcp__linkedin__linkedin_read_comments,mcp__linkedin__linkedin_reply_comment"
-	if got := strings.Join(init.Tools, ","); got != want {
-		t.Fatalf("tools the model sees:\n got %s\nwant %s", got, want)
-	}
-	if len(init.MCPServers) != 1 || init.MCPServers[0].Name != "linkedin" || init.MCPServers[0].Status != "connected" {
-		t.Fatalf("mcp servers %+v", init.MCPServers)
-	}
-	if init.Cwd != filepath.Join(s.env.VaultRoot, "sebastian") {
-		t.Fatalf("cwd %s", init.Cwd)
-	}
+	step("a compat turn with the seed's tools in the person's folder", func(t *testing.T) {
+		out := readAll(t, s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[say hello from the stack]]"}`))
+		if !strings.Contains(out, `{"type":"text","delta":"hello from the stack"}`) || !strings.Contains(out, `"type":"done"`) {
+			t.Fatalf("chat-stream: %s", out)
+		}
+		// The model sees exactly the seed's tools plus AskUserQuestion and
+		// ExitPlanMode (asked in plan mode): no shell, nothing from the vault.
+		var done struct {
+			SessionID string `json:"session_id"`
+		}
+		_ = json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &done)
+		id = done.SessionID
+		init := readInit(t, s, id)
+		want := "AskUserQuestion,Edit,ExitPlanMode,Glob,Grep,Read,WebFetch,WebSearch,Write," +
+			"mcp__linkedin__linkedin_post,mcp__linkedin__linkedin_post_comment,mcp__linkedin__linkedin_read_comments,mcp__linkedin__linkedin_reply_comment"
+		if got := strings.Join(init.Tools, ","); got != want {
+			t.Fatalf("tools the model sees:\n got %s\nwant %s", got, want)
+		}
+		if len(init.MCPServers) != 1 || init.MCPServers[0].Name != "linkedin" || init.MCPServers[0].Status != "connected" {
+			t.Fatalf("mcp servers %+v", init.MCPServers)
+		}
+		if init.Cwd != filepath.Join(s.env.VaultRoot, "sebastian") {
+			t.Fatalf("cwd %s", init.Cwd)
+		}
+	})
 
-	// A LinkedIn post asks for permission first; the phone allows it.
-	resp := s.req(t, "POST", "/api/claude/sessions", "")
-	var created struct{ ID string }
-	_ = json.Unmarshal([]byte(readAll(t, resp)), &created)
-	events := s.req(t, "GET", "/api/claude/sessions/"+created.ID+"/events?types=permission,text,done,error", "")
-	defer events.Body.Close()
-	lines := bufio.NewScanner(events.Body)
-	next := func() map[string]any {
-		for lines.Scan() {
-			var m map[string]any
-			_ = json.Unmarshal(lines.Bytes(), &m)
-			if m["type"] != "ping" {
-				return m
+	step("a LinkedIn post asks for permission first", func(t *testing.T) {
+		msg := `{"message":"[[tool mcp__linkedin__linkedin_post {\"text\":\"Notes on notes\"}]]"}`
+		r := s.req(t, "POST", "/api/claude/sessions/"+id+"/messages", msg)
+		var posted struct{ After int64 }
+		if body := readAll(t, r); r.StatusCode != 202 || json.Unmarshal([]byte(body), &posted) != nil {
+			t.Fatalf("post message: %d %s", r.StatusCode, body)
+		}
+		events := s.req(t, "GET", fmt.Sprintf("/api/claude/sessions/%s/events?after=%d&types=permission,text,done,error", id, posted.After), "")
+		defer events.Body.Close()
+		lines := bufio.NewScanner(events.Body)
+		next := func() map[string]any {
+			for lines.Scan() {
+				var m map[string]any
+				_ = json.Unmarshal(lines.Bytes(), &m)
+				if m["type"] != "ping" {
+					return m
+				}
+			}
+			t.Fatalf("events stream ended: %v", lines.Err())
+			return nil
+		}
+		perm := next()
+		if perm["type"] != "permission" || perm["tool"] != "mcp__linkedin__linkedin_post" {
+			t.Fatalf("expected a permission prompt, got %v", perm)
+		}
+		if len(s.li.Requests()) != 0 {
+			t.Fatal("LinkedIn was called before the person allowed it")
+		}
+		ans := `{"request_id":"` + perm["request_id"].(string) + `","behavior":"allow"}`
+		if r := s.req(t, "POST", "/api/claude/sessions/"+id+"/permission", ans); r.StatusCode != 200 {
+			t.Fatalf("permission: %d %s", r.StatusCode, readAll(t, r))
+		}
+		text := next()
+		if !strings.Contains(text["delta"].(string), "Posted to LinkedIn: urn:li:share:") {
+			t.Fatalf("model got %v", text)
+		}
+		if done := next(); done["type"] != "done" {
+			t.Fatalf("turn end %v", done)
+		}
+		reqs := s.li.Requests()
+		if len(reqs) != 1 || reqs[0].Token != "li-token-sebastian" || reqs[0].Method != "POST" {
+			t.Fatalf("LinkedIn requests %+v", reqs)
+		}
+		log, err := exec.Command("git", "-C", s.env.VaultRoot, "log", "--format=%s", "--", mcpserver.ActivityLogPath("sebastian")).Output()
+		if err != nil || !strings.Contains(string(log), "LinkedIn") {
+			t.Fatalf("activity log commit: %q %v", log, err)
+		}
+	})
+
+	step("the MCP endpoint needs the token, and no token is logged", func(t *testing.T) {
+		req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(`{}`))
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != 401 {
+			t.Fatalf("/mcp without a token: %d", r.StatusCode)
+		}
+		if strings.Contains(s.logs.String(), testToken) || strings.Contains(s.logs.String(), "li-token-sebastian") {
+			t.Fatal("a token was logged")
+		}
+	})
+
+	// interrupted is the session the compat client had running at shutdown.
+	var interrupted string
+	step("shutdown ends turns and processes", func(t *testing.T) {
+		r := s.req(t, "POST", "/api/claude/sessions/"+id+"/messages", `{"message":"[[slow 400 50]]"}`)
+		var posted struct{ After int64 }
+		if body := readAll(t, r); r.StatusCode != 202 || json.Unmarshal([]byte(body), &posted) != nil {
+			t.Fatalf("post: %d %s", r.StatusCode, body)
+		}
+		events := s.req(t, "GET", fmt.Sprintf("/api/claude/sessions/%s/events?after=%d&types=text,status,done,error", id, posted.After), "")
+		defer events.Body.Close()
+		compat := s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[slow 400 50]]"}`)
+		defer compat.Body.Close()
+		compatLines := bufio.NewScanner(compat.Body)
+		for compatLines.Scan() && !strings.Contains(compatLines.Text(), "tick") {
+		}
+		evLines := bufio.NewScanner(events.Body)
+		for evLines.Scan() && !strings.Contains(evLines.Text(), "tick") {
+		}
+		// Two sessions' processes, and one waiting for the person's next
+		// new chat (recorded as it starts).
+		var pids []os.DirEntry
+		for deadline := time.Now().Add(60 * time.Second); len(pids) != 3; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d recorded claude processes, want 3", len(pids))
+			}
+			pids, _ = os.ReadDir(filepath.Join(s.logsStateDir(t), "pids"))
+		}
+
+		start := time.Now()
+		s.cancel()
+		var last string
+		for compatLines.Scan() {
+			last = compatLines.Text()
+		}
+		var done struct {
+			Type      string
+			SessionID string `json:"session_id"`
+		}
+		if err := json.Unmarshal([]byte(last), &done); err != nil || done.Type != "done" {
+			t.Fatalf("compat client's last line at shutdown: %s", last)
+		}
+		interrupted = done.SessionID
+		last = ""
+		for evLines.Scan() {
+			if !strings.Contains(evLines.Text(), `"ping"`) {
+				last = evLines.Text()
 			}
 		}
-		t.Fatalf("events stream ended: %v", lines.Err())
-		return nil
-	}
-	msg := `{"message":"[[tool mcp__linkedin__linkedin_post {\"text\":\"Notes on notes\"}]]"}`
-	if r := s.req(t, "POST", "/api/claude/sessions/"+created.ID+"/messages", msg); r.StatusCode != 202 {
-		t.Fatalf("post message: %d %s", r.StatusCode, readAll(t, r))
-	}
-	perm := next()
-	if perm["type"] != "permission" || perm["tool"] != "mcp__linkedin__linkedin_post" {
-		t.Fatalf("expected a permission prompt, got %v", perm)
-	}
-	if len(s.li.Requests()) != 0 {
-		t.Fatal("LinkedIn was called before the person allowed it")
-	}
-	ans := `{"request_id":"` + perm["request_id"].(string) + `","behavior":"allow"}`
-	if r := s.req(t, "POST", "/api/claude/sessions/"+created.ID+"/permission", ans); r.StatusCode != 200 {
-		t.Fatalf("permission: %d %s", r.StatusCode, readAll(t, r))
-	}
-	text := next()
-	if !strings.Contains(text["delta"].(string), "Posted to LinkedIn: urn:li:share:") {
-		t.Fatalf("model got %v", text)
-	}
-	if done := next(); done["type"] != "done" {
-		t.Fatalf("turn end %v", done)
-	}
-	reqs := s.li.Requests()
-	if len(reqs) != 1 || reqs[0].Token != "li-token-sebastian" || reqs[0].Method != "POST" {
-		t.Fatalf("LinkedIn requests %+v", reqs)
-	}
-	log, err := exec.Command("git", "-C", s.env.VaultRoot, "log", "--format=%s", "--", mcpserver.ActivityLogPath("sebastian")).Output()
-	if err != nil || !strings.Contains(string(log), "LinkedIn") {
-		t.Fatalf("activity log commit: %q %v", log, err)
-	}
+		if !strings.Contains(last, `"type":"done"`) {
+			t.Fatalf("events client's last line at shutdown: %s", last)
+		}
+		select {
+		case err := <-s.done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.done <- nil
+		case <-time.After(20 * time.Second):
+			t.Fatal("run did not return")
+		}
+		if took := time.Since(start); took > 12*time.Second {
+			t.Fatalf("shutdown took %s", took)
+		}
+		for _, p := range pids {
+			pid, _ := strconv.Atoi(p.Name())
+			if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("claude group %d survived shutdown", pid)
+			}
+		}
+		if left, _ := os.ReadDir(filepath.Join(s.logsStateDir(t), "pids")); len(left) != 0 {
+			t.Fatalf("pid records left: %d", len(left))
+		}
+	})
 
-	// The MCP endpoint is behind the same auth.
-	req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(`{}`))
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Body.Close()
-	if r.StatusCode != 401 {
-		t.Fatalf("/mcp without a token: %d", r.StatusCode)
-	}
-	if strings.Contains(s.logs.String(), testToken) || strings.Contains(s.logs.String(), "li-token-sebastian") {
-		t.Fatal("a token was logged")
-	}
+	step("started again, the interrupted session resumes", func(t *testing.T) {
+		// Without a warm pool: nothing here needs a new chat.
+		s2 := launch(t, s.env, s.li, s.state, withArg(s.args, "--warm-processes", "0"), s.environ)
+		hist := readAll(t, s2.req(t, "GET", "/api/claude/history?session_id="+interrupted, ""))
+		if !strings.Contains(hist, `"content":"[[slow 400 50]]"`) {
+			t.Fatalf("history after restart: %s", hist)
+		}
+		out := readAll(t, s2.req(t, "POST", "/api/claude/chat", `{"message":"[[recall]]","session_id":"`+interrupted+`"}`))
+		// The CLI records the interrupt in its transcript, and says so.
+		if !strings.Contains(out, `"response":"HISTORY: [[slow 400 50]] | [Request interrupted by user] | [[recall]]"`) {
+			t.Fatalf("resumed after a restart mid-turn: %s", out)
+		}
+	})
 }
 
 type initEvent struct {
@@ -454,89 +579,6 @@ func TestEveryFlagNamesItsVariable(t *testing.T) {
 				t.Errorf("the help of --%s does not name %s", name, envName(name))
 			}
 		}
-	}
-}
-
-func TestShutdownEndsTurnsAndProcesses(t *testing.T) {
-	t.Parallel()
-	s := start(t, "--shutdown-grace", "10s", "--warm-processes", "1")
-	resp := s.req(t, "POST", "/api/claude/sessions", "")
-	var created struct{ ID string }
-	_ = json.Unmarshal([]byte(readAll(t, resp)), &created)
-	events := s.req(t, "GET", "/api/claude/sessions/"+created.ID+"/events?types=text,status,done,error", "")
-	defer events.Body.Close()
-	if r := s.req(t, "POST", "/api/claude/sessions/"+created.ID+"/messages", `{"message":"[[slow 400 50]]"}`); r.StatusCode != 202 {
-		t.Fatal("post", r.StatusCode)
-	}
-	compat := s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[slow 400 50]]"}`)
-	defer compat.Body.Close()
-	compatLines := bufio.NewScanner(compat.Body)
-	for compatLines.Scan() && !strings.Contains(compatLines.Text(), "tick") {
-	}
-	evLines := bufio.NewScanner(events.Body)
-	for evLines.Scan() && !strings.Contains(evLines.Text(), "tick") {
-	}
-	// Two sessions' processes, and one waiting for the person's next new
-	// chat (recorded as it starts).
-	var pids []os.DirEntry
-	for deadline := time.Now().Add(60 * time.Second); len(pids) != 3; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d recorded claude processes, want 3", len(pids))
-		}
-		pids, _ = os.ReadDir(filepath.Join(s.logsStateDir(t), "pids"))
-	}
-
-	start := time.Now()
-	s.cancel()
-	var last string
-	for compatLines.Scan() {
-		last = compatLines.Text()
-	}
-	if !strings.Contains(last, `"type":"done"`) {
-		t.Fatalf("compat client's last line at shutdown: %s", last)
-	}
-	last = ""
-	for evLines.Scan() {
-		if !strings.Contains(evLines.Text(), `"ping"`) {
-			last = evLines.Text()
-		}
-	}
-	if !strings.Contains(last, `"type":"done"`) {
-		t.Fatalf("events client's last line at shutdown: %s", last)
-	}
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.done <- nil
-	case <-time.After(20 * time.Second):
-		t.Fatal("run did not return")
-	}
-	if took := time.Since(start); took > 12*time.Second {
-		t.Fatalf("shutdown took %s", took)
-	}
-	for _, p := range pids {
-		pid, _ := strconv.Atoi(p.Name())
-		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Fatalf("claude group %d survived shutdown", pid)
-		}
-	}
-	if left, _ := os.ReadDir(filepath.Join(s.logsStateDir(t), "pids")); len(left) != 0 {
-		t.Fatalf("pid records left: %d", len(left))
-	}
-
-	// Started again, the interrupted session answers as before and its
-	// next message resumes the conversation.
-	s2 := restart(t, s)
-	hist := readAll(t, s2.req(t, "GET", "/api/claude/history?session_id="+created.ID, ""))
-	if !strings.Contains(hist, `"content":"[[slow 400 50]]"`) {
-		t.Fatalf("history after restart: %s", hist)
-	}
-	out := readAll(t, s2.req(t, "POST", "/api/claude/chat", `{"message":"[[recall]]","session_id":"`+created.ID+`"}`))
-	// The CLI records the interrupt in its transcript, and says so.
-	if !strings.Contains(out, `"response":"HISTORY: [[slow 400 50]] | [Request interrupted by user] | [[recall]]"`) {
-		t.Fatalf("resumed after a restart mid-turn: %s", out)
 	}
 }
 
