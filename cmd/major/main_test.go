@@ -716,6 +716,8 @@ func TestHTTPServingOnOneSession(t *testing.T) {
 	})
 
 	step("metrics", func(t *testing.T) {
+		// Four turns in all: the post, the slow one and these two, the
+		// last failing.
 		readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[say counted]]","session_id":"`+id+`"}`))
 		readAll(t, s.req(t, "POST", "/api/claude/chat", `{"message":"[[status 400]]","session_id":"`+id+`"}`))
 		want := []string{
