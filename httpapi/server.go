@@ -381,13 +381,16 @@ func (s *Server) awaitTurn(ctx context.Context, t *relay.Ticket, status func(str
 	}
 }
 
-// followTurn calls fn for each event of t's turn (started), from its
-// first up to and including its terminal event, replaying what was
-// already published. It returns false if the stream ended first (client
-// gone, cut off, shutdown).
+// followTurn calls fn for each event of t's turn (started) that the
+// compat clients know, from its first up to and including its terminal
+// event, replaying what was already published. It returns false if the
+// stream ended first (client gone, cut off, shutdown). The CLI's own
+// events (most of a turn's) are left out by the stream itself: they
+// neither wake this goroutine nor fill its buffer.
 func (s *Server) followTurn(ctx context.Context, chat *relay.Session, t *relay.Ticket, fn func(*relay.Event) error, idle func() error) (bool, error) {
 	turn := t.Turn()
-	sub, err := chat.Stream().Subscribe(t.StartSeq(), func(ev *relay.Event) bool { return ev.Turn == turn }, s.cfg.SubscriberBuffer)
+	compat := func(ev *relay.Event) bool { return ev.Turn == turn && (ev.Compat != nil || ev.Terminal) }
+	sub, err := chat.Stream().Subscribe(t.StartSeq(), compat, s.cfg.SubscriberBuffer)
 	if err != nil {
 		return false, err
 	}
