@@ -115,6 +115,9 @@ var _ MCP = (*mcpserver.Server)(nil)
 // sessions; *config.Store satisfies it.
 type Settings interface {
 	For(person string) config.Person
+	// Limits are the limits of For(person), read for every message: it
+	// must be cheap.
+	Limits(person string) config.Limits
 }
 
 var _ Settings = (*config.Store)(nil)
@@ -305,7 +308,10 @@ func (l *Launcher) Limits(person string) relay.Limits {
 	if l.cfg.LimitsFor != nil {
 		lim = l.cfg.LimitsFor(person)
 	}
-	conf := l.settings(person).Limits
+	var conf config.Limits
+	if l.cfg.Settings != nil {
+		conf = l.cfg.Settings.Limits(person)
+	}
 	if conf.SessionUSD != nil {
 		lim.SessionUSD = *conf.SessionUSD
 	}

@@ -252,7 +252,8 @@ func TestLaunchCreatesThePersonsFolder(t *testing.T) {
 // fakeSettings is an assembly.Settings answering from a map.
 type fakeSettings map[string]config.Person
 
-func (f fakeSettings) For(person string) config.Person { return f[person] }
+func (f fakeSettings) For(person string) config.Person    { return f[person] }
+func (f fakeSettings) Limits(person string) config.Limits { return f[person].Limits }
 
 func TestSpecFollowsTheConfiguration(t *testing.T) {
 	filesDir := t.TempDir()

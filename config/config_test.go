@@ -305,3 +305,56 @@ func TestNothingFromTheVault(t *testing.T) {
 		}
 	})
 }
+
+// Limits, asked for with every message, follow the settings files as For
+// does: a change holds for the next call, the person's over the server's,
+// and a broken file keeps the last good limits; a change elsewhere in the
+// layer does not make them read again.
+func TestLimitsFollowTheSettingsFiles(t *testing.T) {
+	w := newWorld(t)
+	w.write(t, "server/config.json", `{"limits":{"session_usd":5,"max_turns":10}}`)
+	s := w.mustOpen(t)
+	usd := func(l config.Limits) float64 {
+		if l.SessionUSD == nil {
+			return -1
+		}
+		return *l.SessionUSD
+	}
+	if got := s.Limits("sebastian"); usd(got) != 5 || got.MaxTurns == nil || *got.MaxTurns != 10 {
+		t.Fatalf("server limits: %+v", got)
+	}
+	w.write(t, "persons/sebastian/config.json", `{"limits":{"session_usd":2}}`)
+	if got := s.Limits("sebastian"); usd(got) != 2 || *got.MaxTurns != 10 {
+		t.Fatalf("the person's limit over the server's: %+v", got)
+	}
+	if got := s.Limits("petra"); usd(got) != 5 {
+		t.Fatalf("petra has the server's: %+v", got)
+	}
+	w.write(t, "server/config.json", `{"limits":{"session_usd":7,"max_turns":3}}`)
+	if got := s.Limits("petra"); usd(got) != 7 || *got.MaxTurns != 3 {
+		t.Fatalf("after the server's change: %+v", got)
+	}
+	w.write(t, "persons/sebastian/config.json", `{"limits":{"session_usd":1},}`)
+	if got := s.Limits("sebastian"); usd(got) != 2 || *got.MaxTurns != 3 {
+		t.Fatalf("a broken file keeps the last good limits: %+v", got)
+	}
+	if probs := s.Problems(); len(probs) != 1 || probs[0].Path != filepath.Join(w.dir, "persons/sebastian/config.json") {
+		t.Fatalf("problems: %+v", probs)
+	}
+	w.write(t, "persons/sebastian/config.json", `{"limits":{"session_usd":1}}`)
+	if got := s.Limits("sebastian"); usd(got) != 1 {
+		t.Fatalf("after the fix: %+v", got)
+	}
+	if probs := s.Problems(); len(probs) != 0 {
+		t.Fatalf("problems after the fix: %+v", probs)
+	}
+	// The prompt changed, not the settings: the limits stand, and For
+	// still sees the new prompt.
+	w.write(t, "persons/sebastian/prompt.md", "Be brief.")
+	if got := s.Limits("sebastian"); usd(got) != 1 {
+		t.Fatalf("limits after a prompt change: %+v", got)
+	}
+	if got := s.For("sebastian"); got.Prompt != "Be brief." || usd(got.Limits) != 1 {
+		t.Fatalf("For after a prompt change: %+v", got)
+	}
+}

@@ -113,6 +113,28 @@ func (s *Store) For(person string) Person {
 	return Merge(s.refresh(ServerLayer), s.refresh(filepath.Join(PersonsDir, person)))
 }
 
+// Limits are person's limits as the settings files are now, or as they
+// last were good. The relay asks for them with every message, so only the
+// two settings files are looked at (a stat each): the limits live there
+// alone, and a changed one reads its whole layer again as For does.
+func (s *Store) Limits(person string) Limits {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Merge(s.refreshSettings(ServerLayer), s.refreshSettings(filepath.Join(PersonsDir, person))).Limits
+}
+
+// refreshSettings is refresh for readers of the settings file only: the
+// layer as last read while its settings file is unchanged.
+func (s *Store) refreshSettings(key string) Layer {
+	if st := s.layers[key]; st != nil && st.stamp != "" {
+		line, _, _ := strings.Cut(st.stamp, "\n")
+		if fileStamp(filepath.Join(s.cfg.Dir, key, SettingsFile)) == line {
+			return st.good
+		}
+	}
+	return s.refresh(key)
+}
+
 // Check reads every layer again whose files changed, persons' folders made
 // since included, and returns the broken files.
 func (s *Store) Check() []Problem {
@@ -214,19 +236,24 @@ func (s *Store) stamp(key string) (string, error) {
 	}
 	var b strings.Builder
 	for _, f := range files {
-		real, err := filepath.EvalSymlinks(f)
-		if err != nil {
-			fmt.Fprintf(&b, "%s -\n", f)
-			continue
-		}
-		st, err := os.Stat(real)
-		if err != nil {
-			fmt.Fprintf(&b, "%s -\n", f)
-			continue
-		}
-		fmt.Fprintf(&b, "%s %s %d %d %v\n", f, real, st.Size(), st.ModTime().UnixNano(), inode(st))
+		b.WriteString(fileStamp(f))
+		b.WriteByte('\n')
 	}
 	return b.String(), nil
+}
+
+// fileStamp is one line of a stamp: path, target, size, modification time
+// and inode of file f, or its path and "-" if it cannot be looked at.
+func fileStamp(f string) string {
+	real, err := filepath.EvalSymlinks(f)
+	if err != nil {
+		return f + " -"
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return f + " -"
+	}
+	return fmt.Sprintf("%s %s %d %d %v", f, real, st.Size(), st.ModTime().UnixNano(), inode(st))
 }
 
 // load reads the layer in folder key; a missing folder or file is an empty
