@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/assembly"
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -23,9 +25,12 @@ import (
 // report medians: x-baseline is the median server time over the median
 // bare time. Run them with a fixed count of iterations (-benchtime=7x).
 
-// bareCLI is the CLI as a program would drive it without the server:
-// the sessions' prompt, tools and isolation flags, no hooks and no MCP
-// server (those need a host), started and initialised on its own.
+// bareCLI is the CLI as a program would drive it without the server, set
+// up as a session's: its prompt, tools, isolation flags, file
+// checkpointing and the same hooks and SDK MCP server registered, answered
+// in-process at once (every hook lets the call through; the LinkedIn MCP
+// server has no accounts). What the server adds is then what it does
+// around the same CLI, not a CLI with less to do.
 type bareCLI struct {
 	proc *supervisor.Process
 	msgs chan *supervisor.Message
@@ -33,20 +38,31 @@ type bareCLI struct {
 
 func startBare(tb testing.TB, env *clitest.Env) *bareCLI {
 	tb.Helper()
+	linkedIn := mcpserver.New(mcpserver.Config{Logger: zerolog.Nop()})
 	spec := supervisor.Spec{
 		Binary:         env.Binary,
-		Env:            env.ChildEnv(),
+		Env:            append(env.ChildEnv(), assembly.FileCheckpointing),
 		SystemPrompt:   assembly.SystemPrompt(env.Vault("sebastian")),
-		Tools:          append(assembly.FileTools(), assembly.WebTools()...),
+		Tools:          append(append(append(assembly.FileTools(), assembly.WebTools()...), "AskUserQuestion", "ExitPlanMode"), mcpserver.QualifiedNames(mcpserver.ToolNames())...),
 		AllowedTools:   append(assembly.FileTools(), assembly.WebTools()...),
 		PermissionMode: assembly.PermissionMode,
+		SDKMCPServers:  []string{mcpserver.ServerName},
+		Hooks:          hooks.New(hooks.Config{VaultRoot: env.VaultRoot}).Matchers(),
 		ExtraArgs:      hooks.IsolationArgs(),
 	}
 	c := &bareCLI{msgs: make(chan *supervisor.Message, 4096)}
 	proc, err := supervisor.StartProcess(supervisor.ProcessConfig{
 		Path: spec.Binary, Args: spec.Args(""), Dir: env.Vault("sebastian"), Env: spec.Env,
 		OnMessage: func(m *supervisor.Message) { c.msgs <- m },
-		Logger:    zerolog.Nop(),
+		Handlers: supervisor.Handlers{
+			HookCallback: func(context.Context, *supervisor.ControlRequest) (json.RawMessage, error) {
+				return json.RawMessage(`{}`), nil
+			},
+			MCPMessage: func(ctx context.Context, _ string, msg json.RawMessage) (json.RawMessage, error) {
+				return linkedIn.HandleMessage(ctx, "sebastian", msg)
+			},
+		},
+		Logger: zerolog.Nop(),
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -55,7 +71,7 @@ func startBare(tb testing.TB, env *clitest.Env) *bareCLI {
 	tb.Cleanup(func() { _ = proc.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := proc.Request(ctx, "initialize", map[string]any{"hooks": map[string]any{}, "sdkMcpServers": []string{}}); err != nil {
+	if _, err := proc.Request(ctx, "initialize", map[string]any{"hooks": spec.Hooks, "sdkMcpServers": spec.SDKMCPServers}); err != nil {
 		tb.Fatal(err)
 	}
 	return c
@@ -68,7 +84,9 @@ func (c *bareCLI) turn(tb testing.TB, text string, t0 time.Time) (first, end tim
 	if t0.IsZero() {
 		t0 = time.Now()
 	}
-	if err := c.proc.SendUser(text, ""); err != nil {
+	// With a message id, as the server sends it: the CLI keeps a file
+	// checkpoint per identified message.
+	if err := c.proc.SendUser(text, uuid.NewString()); err != nil {
 		tb.Fatal(err)
 	}
 	timeout := time.NewTimer(time.Minute)
