@@ -108,9 +108,6 @@ func (c *loadClient) fail(err error) {
 // see the same stream, that each turn ends with one done, and that memory
 // and goroutines come back down afterwards.
 func TestLoadManySessions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("load test: skipped with -short")
-	}
 	bin := standin.Build(t)
 	baseGoroutines := runtime.NumGoroutine()
 
