@@ -17,9 +17,9 @@ import (
 // still gets a process and an answer.
 func TestOnePersonCannotStarveAnother(t *testing.T) {
 	t.Parallel()
-	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 2, MaxPerPerson: 1, SlotWait: 5 * time.Second, Logger: zerolog.Nop()})
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 2, MaxPerPerson: 1, SlotWait: 200 * time.Millisecond, Logger: zerolog.Nop()})
 	defer pool.Close()
-	h := newHarness(t, harnessOpts{pool: pool})
+	h := newFakeHarness(t, harnessOpts{pool: pool})
 	held := 0
 	for range 4 {
 		id := h.NewSession(t)
@@ -45,8 +45,10 @@ func TestOnePersonCannotStarveAnother(t *testing.T) {
 
 // TestWaitingTurnGetsSlotWhenOtherTurnEnds: with one process slot, a
 // message to a second session waits while the first session's turn runs
-// and gets the slot once that turn ends, long before the slot wait (a
-// minute) runs out.
+// and gets the slot once that turn ends (or is interrupted), long before
+// the slot wait (a minute) runs out. A chat-stream that waits so gets its
+// NDJSON headers and a status line at once, before the first event of its
+// turn.
 func TestWaitingTurnGetsSlotWhenOtherTurnEnds(t *testing.T) {
 	t.Parallel()
 	for _, second := range []string{"sebastian", "petra"} {
@@ -54,17 +56,62 @@ func TestWaitingTurnGetsSlotWhenOtherTurnEnds(t *testing.T) {
 			t.Parallel()
 			pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, MaxPerPerson: 1, SlotWait: time.Minute, Logger: zerolog.Nop()})
 			defer pool.Close()
-			h := newHarness(t, harnessOpts{pool: pool})
+			h := newFakeHarness(t, harnessOpts{pool: pool})
 			first := h.NewSession(t)
-			if code, out := h.Call(t, "POST", "/api/claude/sessions/"+first+"/messages", "sebastian", map[string]any{"message": "[[slow 20 100]]"}); code != http.StatusAccepted {
+			if code, out := h.Call(t, "POST", "/api/claude/sessions/"+first+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
 				t.Fatalf("first turn: %d %v", code, out)
 			}
-			code, evs := h.ChatStream(t, second, "", httpapitest.JSONBody(map[string]any{"message": "[[say got the slot]]"}))
-			if code != http.StatusOK || httpapitest.StreamText(evs) != "got the slot" || httpapitest.Str(evs[len(evs)-1], "type") != "done" {
-				t.Fatalf("waiting turn: %d %v", code, evs)
+			s := openStreamAs(t, h, second, httpapitest.Form("[[say got the slot]]", ""))
+			first1, ok := s.Next(t)
+			if !ok || httpapitest.Str(first1, "type") != "status" || !strings.HasPrefix(httpapitest.Str(first1, "message"), "Waiting for a free assistant process") {
+				t.Fatalf("first line while waiting: %v", first1)
+			}
+			// The slot frees when the other turn ends: for petra it ends
+			// normally, for sebastian it is interrupted.
+			if second == "petra" {
+				h.fake(t, first).Reply("first done")
+			} else if code, out := h.Call(t, "POST", "/api/claude/sessions/"+first+"/interrupt", "sebastian", nil); code != 200 {
+				t.Fatalf("interrupt: %d %v", code, out)
+			}
+			evs := s.Rest(t)
+			httpapitest.CheckCompat(t, evs)
+			if httpapitest.StreamText(evs) != "got the slot" || httpapitest.Str(evs[len(evs)-1], "type") != "done" {
+				t.Fatalf("waiting turn: %v", evs)
 			}
 		})
 	}
+}
+
+// openStreamAs posts a form-encoded chat-stream request as person and
+// returns once the response headers are in, which must be soon: they
+// come before the turn, even one that waits.
+func openStreamAs(tb testing.TB, h *harness, person, form string) *httpapitest.LiveStream {
+	tb.Helper()
+	got := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", h.url+"/api/claude/chat-stream", strings.NewReader(form))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Notes-Person", person)
+		req.Header.Set("Accept", "application/x-ndjson")
+		req.Header.Set("Content-Type", httpapitest.FormType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- resp
+	}()
+	var resp *http.Response
+	select {
+	case resp = <-got:
+	case <-time.After(30 * time.Second):
+		tb.Fatal("no response headers while the message waits")
+	}
+	if resp == nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		tb.Fatalf("response while waiting: %v", resp)
+	}
+	tb.Cleanup(func() { resp.Body.Close() })
+	return httpapitest.ReadStream(resp)
 }
 
 // TestSessionsPerPersonCap: a person keeps at most MaxPerPerson sessions; a
@@ -99,61 +146,5 @@ func TestSessionsPerPersonCap(t *testing.T) {
 	}
 	if code, out := h.Call(t, "POST", "/api/claude/sessions", "sebastian", nil); code != http.StatusCreated {
 		t.Fatalf("after clearing one: %d %v", code, out)
-	}
-}
-
-func TestChatStreamHeadersBeforeFirstEvent(t *testing.T) {
-	t.Parallel()
-	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 2 * time.Minute})
-	t.Cleanup(pool.Close)
-	h := newHarness(t, harnessOpts{pool: pool})
-	// One session holds the only process slot with a turn that does not end.
-	busy := h.NewSession(t)
-	a, closeA := h.Attach(t, busy, "types=text,turn_start,done")
-	defer closeA()
-	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+busy+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
-		t.Fatalf("busy message: %d %v", code, out)
-	}
-	httpapitest.Until(t, a, "turn_start")
-
-	// A new conversation from the phone: the headers and a status come at
-	// once while it waits for the slot.
-	got := make(chan *http.Response, 1)
-	go func() {
-		req, _ := http.NewRequest("POST", h.url+"/api/claude/chat-stream", strings.NewReader(httpapitest.Form("[[say after the wait]]", "")))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("X-Notes-Person", "sebastian")
-		req.Header.Set("Accept", "application/x-ndjson")
-		req.Header.Set("Content-Type", httpapitest.FormType)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			close(got)
-			return
-		}
-		got <- resp
-	}()
-	var resp *http.Response
-	select {
-	case resp = <-got:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no response headers while the message waits for a slot")
-	}
-	if resp == nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/x-ndjson" {
-		t.Fatalf("response while waiting for a slot: %v", resp)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	s := httpapitest.ReadStream(resp)
-	first, ok := s.Next(t)
-	if !ok || httpapitest.Str(first, "type") != "status" || !strings.HasPrefix(httpapitest.Str(first, "message"), "Waiting for a free assistant process") {
-		t.Fatalf("first line while waiting: %v", first)
-	}
-	// The slot frees when the other turn ends; the message then runs.
-	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+busy+"/interrupt", "sebastian", nil); code != 200 {
-		t.Fatalf("interrupt: %d %v", code, out)
-	}
-	evs := s.Rest(t)
-	httpapitest.CheckCompat(t, evs)
-	if httpapitest.StreamText(evs) != "after the wait" {
-		t.Fatalf("the waiting message: %v", evs)
 	}
 }

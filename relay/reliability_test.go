@@ -62,13 +62,18 @@ func TestRestartBetweenTurnsResumes(t *testing.T) {
 	}
 }
 
+// A server that crashed mid-turn leaves the turn open in its log, and a
+// torn line at its end: the restarted server closes the turn with an error
+// saying so, and the session takes the next message (on the fake CLI: what
+// a real CLI does when its process is gone is TestKilledCLIMidTurnThenUsable's).
 func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	h := newHarness(t, harnessOpts{stateDir: state})
+	h := newFakeHarness(t, harnessOpts{stateDir: state})
 	id := h.NewSession(t)
 	a, closeA := h.Attach(t, id, "types=text")
-	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "a long answer, please"})
+	h.fake(t, id).Stream("the first words ")
 	httpapitest.Until(t, a, "text")
 	closeA()
 	// A crash: the log is left mid-turn, and a torn line at its end.
@@ -84,7 +89,7 @@ func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
 	copyFile(t, logPath, filepath.Join(state+"-crash", "sessions", id, "events.ndjson"))
 	h.shutdown()
 
-	h2 := newHarness(t, harnessOpts{stateDir: state + "-crash", env: h.env})
+	h2 := newFakeHarness(t, harnessOpts{stateDir: state + "-crash"})
 	b, closeB := h2.Attach(t, id, "types=turn_start,text,error,done")
 	defer closeB()
 	evs := httpapitest.Until(t, b, "error")
@@ -136,6 +141,9 @@ func TestStalledCLIIsKilled(t *testing.T) {
 	h.assertUsable(t, sid)
 }
 
+// With one process slot, a second session's turn stops the first
+// session's idle process, and going back to the first session resumes
+// its conversation in a new process.
 func TestEvictionWithOneSlot(t *testing.T) {
 	t.Parallel()
 	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 20 * time.Second, Logger: zerolog.Nop()})
@@ -155,14 +163,19 @@ func TestEvictionWithOneSlot(t *testing.T) {
 	if got := httpapitest.StreamText(evs); got != "HISTORY: alpha | [[recall]]" {
 		t.Fatalf("evicted session resumed with %q", got)
 	}
+}
 
-	// With the only slot held by a running turn, another turn waits and
-	// then gets a clear 503.
-	pool2 := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 300 * time.Millisecond, Logger: zerolog.Nop()})
-	defer pool2.Close()
-	h2 := newHarness(t, harnessOpts{pool: pool2, env: h.env})
+// With the only slot held by a running turn, another turn waits and then
+// gets a clear 503, and its session stays idle.
+func TestTurnWithoutAFreeSlotIsRefused(t *testing.T) {
+	t.Parallel()
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 200 * time.Millisecond, Logger: zerolog.Nop()})
+	defer pool.Close()
+	h2 := newFakeHarness(t, harnessOpts{pool: pool})
 	busy := h2.NewSession(t)
-	h2.Call(t, "POST", "/api/claude/sessions/"+busy+"/messages", "sebastian", map[string]any{"message": "[[slow 40 50]]"})
+	if code, out := h2.Call(t, "POST", "/api/claude/sessions/"+busy+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
+		t.Fatalf("busy turn: %d %v", code, out)
+	}
 	other := h2.NewSession(t)
 	code, out := h2.Call(t, "POST", "/api/claude/sessions/"+other+"/messages", "sebastian", map[string]any{"message": "hi"})
 	if code != http.StatusServiceUnavailable || !strings.Contains(out["error"].(string), "busy") {
@@ -301,7 +314,7 @@ func copyDir(tb testing.TB, from, to string) {
 func TestPendingQuestionClosedAfterCrash(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	h := newHarness(t, harnessOpts{stateDir: state})
+	h := newFakeHarness(t, harnessOpts{stateDir: state})
 	id := h.NewSession(t)
 	a, closeA := h.Attach(t, id, "types=question")
 	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
@@ -311,7 +324,7 @@ func TestPendingQuestionClosedAfterCrash(t *testing.T) {
 	copyDir(t, state, state+"-crash") // what a crash leaves on disk
 	h.shutdown()
 
-	h2 := newHarness(t, harnessOpts{stateDir: state + "-crash", env: h.env})
+	h2 := newFakeHarness(t, harnessOpts{stateDir: state + "-crash"})
 	b, closeB := h2.Attach(t, id, "types=question,question_answered,error")
 	defer closeB()
 	evs := httpapitest.Until(t, b, "error")
@@ -338,11 +351,14 @@ func TestShutdownRefusesNewTurns(t *testing.T) {
 	}
 }
 
+// The turn-end hook runs before a turn's end reaches the clients, with its
+// status line first; a message that starts when the CLI's turn is over,
+// while the hook still runs, has its events wait behind that end.
 func TestTurnEndHookRunsBeforeTheTurnsEnd(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	var calls atomic.Int32
-	h := newHarness(t, harnessOpts{turnEnd: func(ctx context.Context, person, id string) string {
+	h := newFakeHarness(t, harnessOpts{turnEnd: func(ctx context.Context, person, id string) string {
 		if calls.Add(1) == 1 {
 			<-release
 		}
@@ -351,20 +367,20 @@ func TestTurnEndHookRunsBeforeTheTurnsEnd(t *testing.T) {
 	id := h.NewSession(t)
 	a, closeA := h.Attach(t, id, "types=turn_start,text,status,done,error")
 	defer closeA()
-	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say one]]"})
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "one, please"})
+	cli := h.fake(t, id)
+	cli.Stream("one")
 	httpapitest.Until(t, a, "text")
-	// The CLI's turn is over while the hook still runs: a second message
-	// starts, and its events wait behind the first turn's end.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, _ := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say two]]"})
-		if code == http.StatusAccepted {
-			break
-		}
+	// The second message waits for the first turn, and starts when the
+	// CLI's turn is over while the hook still runs.
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say two]]"}); code != http.StatusAccepted || out["queued"] != true {
+		t.Fatalf("second message: %d %v", code, out)
+	}
+	cli.Reply("")
+	for deadline := time.Now().Add(30 * time.Second); len(cli.Sent()) < 2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("second message: %d", code)
+			t.Fatal("the second message did not go to the CLI while the hook ran")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	close(release)
 	var got []string
