@@ -3,8 +3,6 @@ package relay_test
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,65 +47,45 @@ func (h *harness) richHistory(tb testing.TB, id string) []richMessage {
 	return out.Messages
 }
 
-// A turn that was interrupted or failed is marked so in the compat history
-// (its partial text is never shown as a whole answer), and the rich history
-// has every message with a stable id, the tool calls with their inputs and
-// results, and each turn's outcome, cost and duration.
-func TestHistoryTellsTheTruth(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	if err := os.WriteFile(filepath.Join(h.env.Vault("sebastian"), "notes.md"), []byte("buy oat milk"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	id := h.NewSession(t)
-	a, closeA := h.Attach(t, id, "types=text,error,done")
-	defer closeA()
-	post := func(msg string) {
-		if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": msg}); code != http.StatusAccepted {
-			t.Fatalf("post %q: %d %v", msg, code, out)
-		}
-	}
-	post(`[[tool Read {"file_path":"notes.md"}]]`)
-	httpapitest.Until(t, a, "done")
-	post("[[slow 200 50]]")
-	httpapitest.Until(t, a, "text")
-	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != http.StatusOK {
-		t.Fatalf("interrupt: %d %v", code, out)
-	}
-	httpapitest.Until(t, a, "done")
-	post("[[status 400]]")
-	httpapitest.Until(t, a, "error")
-
-	// The compat history: exactly {role, content}, marked where the turn
-	// did not complete.
+// checkHistory checks session id's histories after turns where the first
+// ran the Read tool call (message read) on notes.md, the interrupted-th
+// was interrupted after some text and the failed-th failed with HTTP 400,
+// of turns in all: the compat history is exactly {role, content} per
+// message, marked where the turn did not complete (its partial text is
+// never shown as a whole answer), and the rich history has every message
+// with a stable id, the tool call with its input and result, and each
+// turn's outcome, cost and duration.
+func checkHistory(t *testing.T, h *harness, id, read string, turns, interrupted, failed int) {
+	t.Helper()
 	resp := h.Request(t, "GET", "/api/claude/history?session_id="+id, "sebastian", "", "")
 	var hist struct {
 		Messages []map[string]json.RawMessage `json:"messages"`
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&hist)
 	resp.Body.Close()
-	if len(hist.Messages) != 6 {
-		t.Fatalf("history has %d messages, want 6: %v", len(hist.Messages), hist.Messages)
+	if len(hist.Messages) != 2*turns {
+		t.Fatalf("history has %d messages, want %d: %v", len(hist.Messages), 2*turns, hist.Messages)
 	}
 	for _, m := range hist.Messages {
 		if httpapitest.Keys(m) != "content,role" {
 			t.Fatalf("history entry keys %s", httpapitest.Keys(m))
 		}
 	}
-	first, interrupted, failed := httpapitest.Str(hist.Messages[1], "content"), httpapitest.Str(hist.Messages[3], "content"), httpapitest.Str(hist.Messages[5], "content")
+	answer := func(turn int) string { return httpapitest.Str(hist.Messages[2*turn-1], "content") }
+	first, cut, bad := answer(1), answer(interrupted), answer(failed)
 	if !strings.HasPrefix(first, "RESULT<<") || !strings.HasSuffix(first, ">>") {
 		t.Fatalf("a complete answer is saved as it is: %q", first)
 	}
-	if !strings.HasPrefix(interrupted, "tick ") || !strings.HasSuffix(interrupted, "\n\n[Interrupted]") {
-		t.Fatalf("the interrupted turn's partial answer is not marked: %q", interrupted)
+	if !strings.HasPrefix(cut, "tick ") || !strings.HasSuffix(cut, "\n\n[Interrupted]") {
+		t.Fatalf("the interrupted turn's partial answer is not marked: %q", cut)
 	}
-	if !strings.HasPrefix(failed, "[Failed: ") || !strings.Contains(failed, "HTTP 400") {
-		t.Fatalf("the failed turn is not marked: %q", failed)
+	if !strings.HasPrefix(bad, "[Failed: ") || !strings.Contains(bad, "HTTP 400") {
+		t.Fatalf("the failed turn is not marked: %q", bad)
 	}
 
 	rich := h.richHistory(t, id)
-	if len(rich) != 6 {
-		t.Fatalf("rich history has %d messages, want 6: %+v", len(rich), rich)
+	if len(rich) != 2*turns {
+		t.Fatalf("rich history has %d messages, want %d: %+v", len(rich), 2*turns, rich)
 	}
 	ids := map[string]bool{}
 	for i, m := range rich {
@@ -117,7 +95,7 @@ func TestHistoryTellsTheTruth(t *testing.T) {
 			t.Fatalf("message %d: %s turn %d", i, m.Role, m.Turn)
 		}
 	}
-	if len(ids) != 6 {
+	if len(ids) != 2*turns {
 		t.Fatalf("ids are not unique: %v", ids)
 	}
 	again := h.richHistory(t, id)
@@ -139,13 +117,13 @@ func TestHistoryTellsTheTruth(t *testing.T) {
 	if tool.Parts[1].Type != "text" || tool.Content != first {
 		t.Fatalf("tool turn text: %+v, content %q", tool.Parts[1], tool.Content)
 	}
-	if rich[3].Outcome != "interrupted" || !strings.HasPrefix(rich[3].Content, "tick ") || strings.Contains(rich[3].Content, "[Interrupted]") {
-		t.Fatalf("interrupted turn: %+v", rich[3])
+	if r := rich[2*interrupted-1]; r.Outcome != "interrupted" || !strings.HasPrefix(r.Content, "tick ") || strings.Contains(r.Content, "[Interrupted]") {
+		t.Fatalf("interrupted turn: %+v", r)
 	}
-	if e := rich[5].Error; rich[5].Outcome != "error" || e == nil || e.Kind != "api_error" || e.Status != 400 || !strings.Contains(failed, e.Message) {
-		t.Fatalf("failed turn: %+v", rich[5])
+	if r := rich[2*failed-1]; r.Outcome != "error" || r.Error == nil || r.Error.Kind != "api_error" || r.Error.Status != 400 || !strings.Contains(bad, r.Error.Message) {
+		t.Fatalf("failed turn: %+v", r)
 	}
-	if rich[0].Content != `[[tool Read {"file_path":"notes.md"}]]` {
+	if rich[0].Content != read {
 		t.Fatalf("user message: %+v", rich[0])
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -267,96 +268,144 @@ func (h *harness) assertUsable(tb testing.TB, id string) {
 	}
 }
 
-func TestCompatChatStreamBothEncodings(t *testing.T) {
+// TestCompatChatThroughCLI runs one conversation on one real CLI process
+// through the compat endpoints and proves, step by step: a form-encoded
+// chat-stream shows a tool call as the seed's status, tool and text lines;
+// a JSON one continues the session and the model sees its history; the
+// non-streaming chat answers with the whole history; a second client
+// interrupts a streaming turn (a message queued behind it is cancelled and
+// never runs) and the session takes the next turn; a failing model ends
+// the stream with an error line and the chat with 502; the compat history
+// marks the interrupted and the failed turn while the rich history has
+// every message with a stable id, the tool call with its input and
+// result, and each turn's outcome, cost and duration; clearing the
+// session forgets it.
+func TestCompatChatThroughCLI(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-
-	// Form-encoded, as the Android and web clients send it.
-	form := url.Values{"message": {`[[tool Read {"file_path":"notes.md"}]]`}}.Encode()
-	status, evs := h.ChatStream(t, "sebastian", "application/x-www-form-urlencoded", form)
-	if status != http.StatusOK {
-		t.Fatalf("status %d", status)
+	if err := os.WriteFile(filepath.Join(h.env.Vault("sebastian"), "notes.md"), []byte("buy oat milk"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	httpapitest.CheckCompat(t, evs)
-	want := []string{"status:Running tool: Read", "tool:Read", "status:Tool finished: Read", "text", "done"}
-	var got []string
-	for _, ev := range evs {
-		switch typ := httpapitest.Str(ev, "type"); typ {
-		case "ping": // while the CLI starts on a loaded machine
-		case "status":
-			got = append(got, "status:"+httpapitest.Str(ev, "message"))
-		case "tool":
-			got = append(got, "tool:"+httpapitest.Str(ev, "name"))
-			if string(ev["input"]) != `{"file_path":"notes.md"}` {
-				t.Fatalf("tool input %s", ev["input"])
-			}
-		default:
-			got = append(got, typ)
+	const read = `[[tool Read {"file_path":"notes.md"}]]`
+	var sid string
+
+	t.Run("form-encoded tool turn", func(t *testing.T) {
+		// Form-encoded, as the Android and web clients send it.
+		form := url.Values{"message": {read}}.Encode()
+		status, evs := h.ChatStream(t, "sebastian", "application/x-www-form-urlencoded", form)
+		if status != http.StatusOK {
+			t.Fatalf("status %d", status)
 		}
+		httpapitest.CheckCompat(t, evs)
+		want := []string{"status:Running tool: Read", "tool:Read", "status:Tool finished: Read", "text", "done"}
+		var got []string
+		for _, ev := range evs {
+			switch typ := httpapitest.Str(ev, "type"); typ {
+			case "ping": // while the CLI starts on a loaded machine
+			case "status":
+				got = append(got, "status:"+httpapitest.Str(ev, "message"))
+			case "tool":
+				got = append(got, "tool:"+httpapitest.Str(ev, "name"))
+				if string(ev["input"]) != `{"file_path":"notes.md"}` {
+					t.Fatalf("tool input %s", ev["input"])
+				}
+			default:
+				got = append(got, typ)
+			}
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("events:\n got %v\nwant %v", got, want)
+		}
+		sid = httpapitest.Str(evs[len(evs)-1], "session_id")
+	})
+	if sid == "" {
+		t.Fatal("no session to continue")
 	}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("events:\n got %v\nwant %v", got, want)
-	}
+
+	t.Run("JSON continues the session", func(t *testing.T) {
+		status, evs := h.ChatStream(t, "sebastian", "application/json", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+		if status != http.StatusOK {
+			t.Fatalf("status %d", status)
+		}
+		httpapitest.CheckCompat(t, evs)
+		if got := httpapitest.Str(evs[len(evs)-1], "session_id"); got != sid {
+			t.Fatalf("session changed: %s -> %s", sid, got)
+		}
+		if got, want := httpapitest.StreamText(evs), "HISTORY: "+read+" | [[recall]]"; got != want {
+			t.Fatalf("text %q, want %q", got, want)
+		}
+		code, hist := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
+		if code != 200 || len(hist["messages"].([]any)) != 4 {
+			t.Fatalf("history %d %v", code, hist)
+		}
+	})
+
+	t.Run("non-streaming chat", func(t *testing.T) {
+		code, out := h.Call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[say plain answer]]", "session_id": sid})
+		if code != 200 || out["response"] != "plain answer" || out["session_id"] != sid || len(out["history"].([]any)) != 6 {
+			t.Fatalf("chat: %d %v", code, out)
+		}
+	})
+
+	t.Run("interrupt from a second client", func(t *testing.T) {
+		interruptFromSecondClient(t, h, sid)
+	})
+
+	t.Run("model error", func(t *testing.T) {
+		_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[status 400]]", "session_id": sid}))
+		httpapitest.CheckCompat(t, evs)
+		last := evs[len(evs)-1]
+		if httpapitest.Str(last, "type") != "error" || httpapitest.Str(last, "message") == "" {
+			t.Fatalf("last event %v", last)
+		}
+		code, out := h.Call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[status 400]]", "session_id": sid})
+		if code != http.StatusBadGateway || out["error"] == "" {
+			t.Fatalf("chat with a failing model: %d %v", code, out)
+		}
+	})
+
+	// The turns so far: the tool call, recall, the plain answer, the
+	// interrupted one, the one after it, and two failed ones.
+	t.Run("history tells the truth", func(t *testing.T) {
+		checkHistory(t, h, sid, read, 7, 4, 6)
+	})
+
+	t.Run("clear", func(t *testing.T) {
+		if code, out := h.Call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": sid}); code != 200 || out["cleared"] != true {
+			t.Fatalf("clear: %d %v", code, out)
+		}
+		if code, _ := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil); code != 404 {
+			t.Fatalf("history after clear: %d", code)
+		}
+	})
+}
+
+// A person neither reads, continues nor clears another person's session:
+// a chat-stream naming it starts a new session of their own.
+func TestSessionsArePerPerson(t *testing.T) {
+	t.Parallel()
+	h := newFakeHarness(t, harnessOpts{})
+	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[say hello sebastian]]"}))
 	sid := httpapitest.Str(evs[len(evs)-1], "session_id")
-
-	// JSON, continuing the session: the model sees the history.
-	status, evs = h.ChatStream(t, "sebastian", "application/json", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
-	if status != http.StatusOK {
-		t.Fatalf("status %d", status)
-	}
-	httpapitest.CheckCompat(t, evs)
-	if got := httpapitest.Str(evs[len(evs)-1], "session_id"); got != sid {
-		t.Fatalf("session changed: %s -> %s", sid, got)
-	}
-	if got, want := httpapitest.StreamText(evs), `HISTORY: [[tool Read {"file_path":"notes.md"}]] | [[recall]]`; got != want {
-		t.Fatalf("text %q, want %q", got, want)
-	}
-
-	// History has both turns.
-	code, hist := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
-	if code != 200 || len(hist["messages"].([]any)) != 4 {
-		t.Fatalf("history %d %v", code, hist)
-	}
-	// Another person neither sees nor continues it.
 	if code, _ := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "petra", nil); code != 404 {
 		t.Fatalf("petra reading sebastian's history: %d", code)
 	}
-	_, evs = h.ChatStream(t, "petra", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
-	if got := httpapitest.Str(evs[len(evs)-1], "session_id"); got == sid {
+	_, evs = h.ChatStream(t, "petra", "", httpapitest.JSONBody(map[string]any{"message": "[[say hello petra]]", "session_id": sid}))
+	other := httpapitest.Str(evs[len(evs)-1], "session_id")
+	if other == sid || other == "" {
 		t.Fatal("petra continued sebastian's session")
 	}
-	if got := httpapitest.StreamText(evs); got != "HISTORY: [[recall]]" {
-		t.Fatalf("petra's new session saw %q", got)
+	if got := h.fake(t, other).Sent(); len(got) != 1 || got[0] != "[[say hello petra]]" {
+		t.Fatalf("petra's new session's CLI got %q", got)
 	}
-
-	// Non-streaming chat, then clear.
-	code, out := h.Call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[say plain answer]]", "session_id": sid})
-	if code != 200 || out["response"] != "plain answer" || out["session_id"] != sid || len(out["history"].([]any)) != 6 {
-		t.Fatalf("chat: %d %v", code, out)
+	if got := h.fake(t, sid).Sent(); len(got) != 1 {
+		t.Fatalf("sebastian's CLI got %q", got)
 	}
 	if code, out := h.Call(t, "POST", "/api/claude/clear", "petra", map[string]any{"session_id": sid}); code != 200 || out["cleared"] != false {
 		t.Fatalf("petra clearing sebastian's session: %d %v", code, out)
 	}
-	if code, out := h.Call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": sid}); code != 200 || out["cleared"] != true {
-		t.Fatalf("clear: %d %v", code, out)
-	}
-	if code, _ := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil); code != 404 {
-		t.Fatalf("history after clear: %d", code)
-	}
-}
-
-func TestModelErrorEndsWithErrorEvent(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[status 400]]"}))
-	httpapitest.CheckCompat(t, evs)
-	last := evs[len(evs)-1]
-	if httpapitest.Str(last, "type") != "error" || httpapitest.Str(last, "message") == "" {
-		t.Fatalf("last event %v", last)
-	}
-	code, out := h.Call(t, "POST", "/api/claude/chat", "sebastian", map[string]any{"message": "[[status 400]]"})
-	if code != http.StatusBadGateway || out["error"] == "" {
-		t.Fatalf("chat with a failing model: %d %v", code, out)
+	if code, _ := h.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil); code != 200 {
+		t.Fatalf("sebastian's history after petra's clear: %d", code)
 	}
 }
 
@@ -368,10 +417,13 @@ func seqOf(tb testing.TB, ev map[string]json.RawMessage) int64 {
 	return n
 }
 
-func TestInterruptFromSecondClient(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	id := h.NewSession(t)
+// interruptFromSecondClient streams a long turn in session id and, from
+// another client, queues a message and cancels it, lists the sessions and
+// interrupts the turn: the stream ends at once with "Interrupted", a
+// second interrupt finds nothing to stop, and the session takes the next
+// turn.
+func interruptFromSecondClient(t *testing.T, h *harness, id string) {
+	t.Helper()
 	resp := h.Request(t, "POST", "/api/claude/chat-stream", "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[slow 300 50]]", "session_id": id}))
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
