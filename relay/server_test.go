@@ -140,11 +140,16 @@ func newFakeHarness(tb testing.TB, o harnessOpts) *harness {
 					go func() {
 						defer calls.Done()
 						res, err := f.UseTool(ctx, tool, input)
-						if err != nil {
+						switch {
+						case err != nil:
 							f.Fail(err)
-							return
+						case res.Interrupt:
+							// The chat denied the tool because it
+							// interrupts the turn: the interrupt
+							// that follows ends it.
+						default:
+							f.Reply(toolOutcome(res))
 						}
-						f.Reply(toolOutcome(res))
 					}()
 					return "", false
 				}
