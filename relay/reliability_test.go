@@ -20,7 +20,14 @@ import (
 	"github.com/majorhq/major/supervisor"
 )
 
-func TestRestartBetweenTurnsResumes(t *testing.T) {
+// TestConversationOutlivesItsProcess: whatever ends a session's CLI
+// process, the next message resumes the conversation in a new one, and
+// the model sees what was said before. Step by step, on one session: the
+// server restarts between turns (history, session list and event replay
+// are as before, seq goes on); the CLI is killed mid-turn (the turn ends
+// as crashed at once); the CLI stalls (only the stall watchdog ends the
+// turn); the pool stops the idle process.
+func TestConversationOutlivesItsProcess(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	h := newHarness(t, harnessOpts{stateDir: state})
@@ -32,34 +39,87 @@ func TestRestartBetweenTurnsResumes(t *testing.T) {
 	closeA()
 	h.shutdown()
 
-	// A new server on the same state and vault.
-	h2 := newHarness(t, harnessOpts{stateDir: state, env: h.env})
-	_, after := h2.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
-	if httpapitest.JSONBody(after) != httpapitest.JSONBody(before) {
-		t.Fatalf("history changed across restart:\n%v\n%v", before, after)
+	// A new server on the same state and vault. Its stall limit is long
+	// enough that a CLI slowed by a busy machine is not taken for stalled.
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 4, IdleTimeout: time.Second, Logger: zerolog.Nop()})
+	defer pool.Close()
+	h2 := newHarness(t, harnessOpts{stateDir: state, env: h.env, pool: pool, stall: 5 * time.Second})
+	recall := func(t *testing.T) string {
+		t.Helper()
+		_, evs := h2.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
+		return httpapitest.StreamText(evs)
 	}
-	code, list := h2.Call(t, "GET", "/api/claude/sessions", "sebastian", nil)
-	if code != 200 || !strings.Contains(httpapitest.JSONBody(list), sid) || !strings.Contains(httpapitest.JSONBody(list), "my cat is called Miso") {
-		t.Fatalf("sessions after restart: %v", list)
-	}
-	b, closeB := h2.Attach(t, sid, "after=2")
-	replay := httpapitest.Until(t, b, "done")
-	closeB()
-	if len(replay) != len(allBefore)-2 || httpapitest.JSONBody(replay[0]) != httpapitest.JSONBody(allBefore[2]) {
-		t.Fatalf("replay after restart: %d events, want %d", len(replay), len(allBefore)-2)
-	}
-	// The next message resumes the CLI conversation.
-	_, evs = h2.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
-	if got := httpapitest.StreamText(evs); got != "HISTORY: my cat is called Miso | [[recall]]" {
-		t.Fatalf("after restart the model saw %q", got)
-	}
-	c, closeC := h2.Attach(t, sid, "types=turn_start")
-	defer closeC()
-	starts := httpapitest.Until(t, c, "turn_start")
-	starts = append(starts, httpapitest.Until(t, c, "turn_start")...)
-	if seqOf(t, starts[1]) <= seqOf(t, allBefore[len(allBefore)-1]) {
-		t.Fatal("seq went backwards after restart")
-	}
+
+	t.Run("restart between turns", func(t *testing.T) {
+		_, after := h2.Call(t, "GET", "/api/claude/history?session_id="+sid, "sebastian", nil)
+		if httpapitest.JSONBody(after) != httpapitest.JSONBody(before) {
+			t.Fatalf("history changed across restart:\n%v\n%v", before, after)
+		}
+		code, list := h2.Call(t, "GET", "/api/claude/sessions", "sebastian", nil)
+		if code != 200 || !strings.Contains(httpapitest.JSONBody(list), sid) || !strings.Contains(httpapitest.JSONBody(list), "my cat is called Miso") {
+			t.Fatalf("sessions after restart: %v", list)
+		}
+		b, closeB := h2.Attach(t, sid, "after=2")
+		replay := httpapitest.Until(t, b, "done")
+		closeB()
+		if len(replay) != len(allBefore)-2 || httpapitest.JSONBody(replay[0]) != httpapitest.JSONBody(allBefore[2]) {
+			t.Fatalf("replay after restart: %d events, want %d", len(replay), len(allBefore)-2)
+		}
+		// The next message resumes the CLI conversation.
+		if got := recall(t); got != "HISTORY: my cat is called Miso | [[recall]]" {
+			t.Fatalf("after restart the model saw %q", got)
+		}
+		c, closeC := h2.Attach(t, sid, "types=turn_start")
+		defer closeC()
+		starts := httpapitest.Until(t, c, "turn_start")
+		starts = append(starts, httpapitest.Until(t, c, "turn_start")...)
+		if seqOf(t, starts[1]) <= seqOf(t, allBefore[len(allBefore)-1]) {
+			t.Fatal("seq went backwards after restart")
+		}
+	})
+
+	t.Run("killed mid-turn", func(t *testing.T) {
+		a, closeA := h2.Attach(t, sid, "types=text,error,done")
+		defer closeA()
+		h2.Call(t, "POST", "/api/claude/sessions/"+sid+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
+		httpapitest.Until(t, a, "text")
+		chat, _ := h2.sessions.Get(sid, "sebastian")
+		_ = syscall.Kill(chat.CLI().(*supervisor.CLI).Pid(), syscall.SIGKILL)
+		// The turn ends as crashed, not after its 100 ticks.
+		evs := httpapitest.Until(t, a, "error")
+		if e := evs[len(evs)-1]; httpapitest.Str(e, "kind") != "crashed" ||
+			httpapitest.Str(e, "message") != "The assistant crashed; your next message continues the conversation." {
+			t.Fatalf("after kill -9: %v", evs[len(evs)-1])
+		}
+		// The killed turn itself may or may not be in the history.
+		if got := recall(t); !strings.HasPrefix(got, "HISTORY: my cat is called Miso | [[recall]] | ") || !strings.HasSuffix(got, "[[recall]]") {
+			t.Fatalf("after kill the model saw %q", got)
+		}
+	})
+
+	t.Run("stalled", func(t *testing.T) {
+		// [[hang]] never answers: only the stall detection ends this stream.
+		_, evs := h2.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[hang]]", "session_id": sid}))
+		httpapitest.CheckCompat(t, evs)
+		last := evs[len(evs)-1]
+		if httpapitest.Str(last, "type") != "error" || !strings.Contains(httpapitest.Str(last, "message"), "stopped responding") {
+			t.Fatalf("stalled turn ended with %v", last)
+		}
+		h2.assertUsable(t, sid)
+	})
+
+	t.Run("idle process stopped", func(t *testing.T) {
+		deadline := time.Now().Add(10 * time.Second)
+		for pool.Live() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("idle process not stopped")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := recall(t); !strings.HasPrefix(got, "HISTORY: my cat is called Miso | ") || !strings.HasSuffix(got, "[[say still usable]] | [[recall]]") {
+			t.Fatalf("after idle stop the model saw %q", got)
+		}
+	})
 }
 
 // A server that crashed mid-turn leaves the turn open in its log, and a
@@ -97,48 +157,6 @@ func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
 		t.Fatalf("crashed turn closed with %v", evs[len(evs)-1])
 	}
 	h2.assertUsable(t, id)
-}
-
-func TestKilledCLIMidTurnThenUsable(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	id := h.NewSession(t)
-	a, closeA := h.Attach(t, id, "types=text,error,done")
-	defer closeA()
-	// A completed turn first: that is the history a resume must keep (a
-	// CLI killed in its very first turn may not have written any yet).
-	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "my cat is Miso"})
-	httpapitest.Until(t, a, "done")
-	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[slow 100 50]]"})
-	httpapitest.Until(t, a, "text")
-	chat, _ := h.sessions.Get(id, "sebastian")
-	_ = syscall.Kill(chat.CLI().(*supervisor.CLI).Pid(), syscall.SIGKILL)
-	// The turn ends as crashed, not after its 100 ticks.
-	evs := httpapitest.Until(t, a, "error")
-	if e := evs[len(evs)-1]; httpapitest.Str(e, "kind") != "crashed" ||
-		httpapitest.Str(e, "message") != "The assistant crashed; your next message continues the conversation." {
-		t.Fatalf("after kill -9: %v", evs[len(evs)-1])
-	}
-	_, evs = h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": id}))
-	if got := httpapitest.StreamText(evs); !strings.HasPrefix(got, "HISTORY: my cat is Miso | ") || !strings.HasSuffix(got, "[[recall]]") {
-		t.Fatalf("after kill the model saw %q", httpapitest.StreamText(evs))
-	}
-}
-
-func TestStalledCLIIsKilled(t *testing.T) {
-	t.Parallel()
-	// Long enough that a CLI slowed by a busy machine is not taken for
-	// stalled in the turn after.
-	h := newHarness(t, harnessOpts{stall: 5 * time.Second})
-	// [[hang]] never answers: only the stall detection ends this stream.
-	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[hang]]"}))
-	httpapitest.CheckCompat(t, evs)
-	last := evs[len(evs)-1]
-	if httpapitest.Str(last, "type") != "error" || !strings.Contains(httpapitest.Str(last, "message"), "stopped responding") {
-		t.Fatalf("stalled turn ended with %v", last)
-	}
-	sid := h.sessions.List("sebastian")[0].ID
-	h.assertUsable(t, sid)
 }
 
 // With one process slot, a second session's turn stops the first
@@ -194,26 +212,6 @@ func stateOf(tb testing.TB, h *harness, id string) string {
 	}
 	tb.Fatalf("no session %s", id)
 	return ""
-}
-
-func TestIdleProcessStopped(t *testing.T) {
-	t.Parallel()
-	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 4, IdleTimeout: 300 * time.Millisecond, Logger: zerolog.Nop()})
-	defer pool.Close()
-	h := newHarness(t, harnessOpts{pool: pool})
-	_, evs := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "first"}))
-	sid := httpapitest.Str(evs[len(evs)-1], "session_id")
-	deadline := time.Now().Add(10 * time.Second)
-	for pool.Live() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("idle process not stopped")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_, evs = h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))
-	if got := httpapitest.StreamText(evs); got != "HISTORY: first | [[recall]]" {
-		t.Fatalf("after idle stop: %q", got)
-	}
 }
 
 func TestOrphansCleaned(t *testing.T) {
