@@ -79,7 +79,7 @@ func TestModelFailuresNamedPlainly(t *testing.T) {
 			httpapitest.Str(e, "message") != httpapitest.Str(last, "message") {
 			t.Fatalf("events stream error %v, want kind %s status %d", e, tc.kind, tc.status)
 		}
-		if tc.kind == "rate_limited" && num(e, "retry_after") < 2 {
+		if tc.kind == "rate_limited" && num(e, "retry_after") < 1 {
 			t.Fatalf("rate limit without retry_after: %v", e)
 		}
 		seen := 0
@@ -112,7 +112,7 @@ func TestModelFailuresNamedPlainly(t *testing.T) {
 		for _, tc := range []failureCase{
 			{name: "overloaded", message: "[[status 529]]", retries: "The model is overloaded, retrying in ",
 				want: "The model is overloaded right now", kind: "overloaded", status: 529},
-			{name: "rate limited", message: "[[status 429 2]]", retries: "The model's rate limit was reached, retrying in ",
+			{name: "rate limited", message: "[[status 429 1]]", retries: "The model's rate limit was reached, retrying in ",
 				want: "The model is rate limited until about ", kind: "rate_limited", status: 429},
 			{name: "unauthorized", message: "[[status 401]]",
 				want: "the API key is missing or invalid", kind: "auth", status: 401},

@@ -120,7 +120,7 @@ func openStreamAs(tb testing.TB, h *harness, person, form string) *httpapitest.L
 // and clearing a session makes room.
 func TestSessionsPerPersonCap(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{maxSessions: 3, stateDir: t.TempDir()})
+	h := newFakeHarness(t, harnessOpts{maxSessions: 3, stateDir: t.TempDir()})
 	var ids []string
 	for range 3 {
 		ids = append(ids, h.NewSession(t))

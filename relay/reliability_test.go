@@ -336,7 +336,7 @@ func TestPendingQuestionClosedAfterCrash(t *testing.T) {
 
 func TestShutdownRefusesNewTurns(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{})
+	h := newFakeHarness(t, harnessOpts{})
 	id := h.NewSession(t)
 	h.sessions.Shutdown(context.Background())
 	code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "hi"})
