@@ -2,17 +2,12 @@ package relay_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/majorhq/major/clitest"
-	"github.com/majorhq/major/scriptedmodel"
 )
 
 // The person's confirmation counts from the moment their message goes to
@@ -21,24 +16,9 @@ import (
 // a new draft that the same message would then approve.
 func TestDraftConfirmedWhileTurnEndRuns(t *testing.T) {
 	t.Parallel()
-	// A model that calls Write again, unchanged, on any plain message.
-	env := clitest.New(t, func(req scriptedmodel.Request) scriptedmodel.Reply {
-		text := req.LastUserText()
-		if len(req.ToolResults()) > 0 && text == "" || strings.Contains(text, "[[") {
-			return scriptedmodel.Script(req)
-		}
-		for i := len(req.Messages) - 1; i >= 0; i-- {
-			for _, b := range req.Messages[i].Content {
-				if b.Type == "tool_use" && b.Name == "Write" {
-					return scriptedmodel.ToolUse(b.Name, b.Input)
-				}
-			}
-		}
-		return scriptedmodel.Script(req)
-	})
 	release := make(chan struct{})
 	var calls atomic.Int32
-	h := newHarness(t, harnessOpts{env: env, askTools: []string{"Write"}, confirmTools: []string{"Write"},
+	h := newFakeHarness(t, harnessOpts{askTools: []string{"Write"}, confirmTools: []string{"Write"},
 		turnEnd: func(ctx context.Context, person, id string) string {
 			if calls.Add(1) == 1 {
 				<-release
@@ -49,18 +29,18 @@ func TestDraftConfirmedWhileTurnEndRuns(t *testing.T) {
 	free := func() { once.Do(func() { close(release) }) }
 	defer free()
 	id := h.NewSession(t)
-	note := filepath.Join(env.Vault("sebastian"), "post.md")
-	write := `[[tool Write {"file_path":"` + note + `","content":"hello"}]]`
-	if code, _ := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": write}); code != http.StatusAccepted {
+	input := `{"file_path":"/vault/post.md","content":"hello"}`
+	// No client can answer: the call is held back as a draft, and the
+	// turn ends.
+	if code, _ := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[tool Write " + input + "]]"}); code != http.StatusAccepted {
 		t.Fatalf("first message: %d", code)
 	}
 	// The draft's turn is over for the CLI while its end hook still runs;
 	// the person confirms now, after the draft was made.
-	for deadline := time.Now().Add(60 * time.Second); calls.Load() == 0; {
+	for deadline := time.Now().Add(30 * time.Second); calls.Load() == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first turn did not end")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	// Its answer waits for the turn to start on the stream, which the
 	// held end lets through only once the hook returns.
@@ -75,13 +55,18 @@ func TestDraftConfirmedWhileTurnEndRuns(t *testing.T) {
 			t.Errorf("confirmation: %d", code)
 		}
 	}()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if b, err := os.ReadFile(note); err == nil && string(b) == "hello" {
-			break
-		}
+	cli := h.fake(t, id)
+	for deadline := time.Now().Add(30 * time.Second); len(cli.Sent()) < 2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the confirmed call did not run")
+			t.Fatal("the confirmation did not go to the CLI")
 		}
-		time.Sleep(50 * time.Millisecond)
+	}
+	// The model calls Write again, unchanged, in the confirmation's turn.
+	res, err := cli.UseTool(context.Background(), "Write", json.RawMessage(input))
+	if err != nil || !res.Allow {
+		t.Fatalf("the confirmed call: %+v %v", res, err)
+	}
+	if !cli.Reply("published") {
+		t.Fatal("the confirmation's turn was not running")
 	}
 }
