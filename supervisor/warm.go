@@ -232,14 +232,21 @@ func (p *Pool) take(s *CLI) *warmProc {
 		p.live[got.proc] = s
 		p.taken++
 	}
-	if got != nil || len(stale) > 0 {
+	if got != nil {
 		p.signalLocked()
 	}
 	p.mu.Unlock()
+	if len(stale) == 0 {
+		return got
+	}
 	for _, w := range stale {
 		p.log.Info().Str("person", w.person).Msg("stopped a waiting claude started with another configuration")
 		w.stop()
 	}
+	// Only now is their slot free for a replacement.
+	p.mu.Lock()
+	p.signalLocked()
+	p.mu.Unlock()
 	return got
 }
 
@@ -336,11 +343,6 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 	p.mu.Unlock()
 
 	var stale []*warmProc
-	defer func() {
-		for _, w := range stale {
-			w.stop()
-		}
-	}()
 	launches := map[string]WarmLaunch{}
 	fps := map[string]string{}
 	for _, w := range persons {
@@ -355,6 +357,14 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 			delete(p.warm, w)
 			stale = append(stale, w)
 		}
+	}
+	if len(stale) > 0 {
+		// They are gone before their slots go to anyone else.
+		p.mu.Unlock()
+		for _, w := range stale {
+			w.stop()
+		}
+		p.mu.Lock()
 	}
 	var next *warmProc
 	var launch WarmLaunch
