@@ -1,6 +1,8 @@
 package supervisor_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,42 +20,46 @@ import (
 )
 
 // warmPool is a pool whose warm pool launches person's processes as
-// newSession's sessions are launched; prompt, when set, overrides the
-// system prompt the pool starts processes with.
+// newSession's sessions are launched; prompt[person], when set, overrides
+// the system prompt the pool starts person's processes with.
 type warmPool struct {
 	*supervisor.Pool
 	mu     sync.Mutex
-	prompt string
+	prompt map[string]string
 }
 
 func newWarmPool(tb testing.TB, env *clitest.Env, cfg supervisor.PoolConfig, perPerson int) *warmPool {
 	tb.Helper()
 	cfg.Logger = zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.InfoLevel)
-	w := &warmPool{Pool: supervisor.NewPool(cfg)}
+	w := &warmPool{Pool: supervisor.NewPool(cfg), prompt: map[string]string{}}
 	w.Warm(supervisor.WarmConfig{PerPerson: perPerson, Launch: func(person string) supervisor.WarmLaunch {
 		spec := testSpec(env)
 		w.mu.Lock()
-		if w.prompt != "" {
-			spec.SystemPrompt = w.prompt
+		if p := w.prompt[person]; p != "" {
+			spec.SystemPrompt = p
 		}
 		w.mu.Unlock()
 		return supervisor.WarmLaunch{Dir: env.Vault(person), Spec: spec}
 	}})
-	var pids []int
-	tb.Cleanup(func() {
-		for _, p := range []string{"sebastian", "petra"} {
-			pids = append(pids, w.WarmPids(p)...)
-		}
-		w.Close()
-		// Nothing the warm pool started outlives it.
-		for _, pid := range pids {
-			assertGroupGone(tb, pid)
-		}
-		if n := w.Stats().Warm; n != 0 {
-			tb.Errorf("%d waiting processes after Close", n)
-		}
-	})
+	tb.Cleanup(func() { w.close(tb) })
 	return w
+}
+
+// close closes the pool and checks that nothing the warm pool started
+// outlives it.
+func (w *warmPool) close(tb testing.TB) {
+	tb.Helper()
+	var pids []int
+	for _, p := range []string{"sebastian", "petra"} {
+		pids = append(pids, w.WarmPids(p)...)
+	}
+	w.Close()
+	for _, pid := range pids {
+		assertGroupGone(tb, pid)
+	}
+	if n := w.Stats().Warm; n != 0 {
+		tb.Errorf("%d waiting processes after Close", n)
+	}
 }
 
 func testSpec(env *clitest.Env) supervisor.Spec {
@@ -79,142 +85,31 @@ func waitWarm(tb testing.TB, pool *warmPool, person string, n int) []int {
 	return pids
 }
 
-func pooledSession(tb testing.TB, env *clitest.Env, pool *warmPool, person string, rec *clitest.Recorder) *supervisor.CLI {
+// pooledSession is a session of person named name on the pool, resuming
+// resume when it is not "".
+func pooledSession(tb testing.TB, env *clitest.Env, pool *warmPool, person, name, resume string, rec *clitest.Recorder) *supervisor.CLI {
 	tb.Helper()
 	return newSession(tb, env, rec, func(c *supervisor.CLIConfig) {
-		c.ID += "-" + person
+		c.ID += "-" + name
 		c.Person = person
 		c.Dir = env.Vault(person)
 		c.Spec = testSpec(env)
+		c.CLISessionID = resume
 		pool.mu.Lock()
-		if pool.prompt != "" {
-			c.Spec.SystemPrompt = pool.prompt
+		if p := pool.prompt[person]; p != "" {
+			c.Spec.SystemPrompt = p
 		}
 		pool.mu.Unlock()
 		c.Pool = pool.Pool
 	})
 }
 
-func TestWarmPoolStartsNewSessionInWaitingProcess(t *testing.T) {
-	t.Parallel()
-	env := clitest.New(t, nil)
-	pool := newWarmPool(t, env, supervisor.PoolConfig{Max: 4}, 1)
-	pool.Touch("sebastian")
-	ready := waitWarm(t, pool, "sebastian", 1)
-
-	rec := clitest.NewRecorder()
-	s := pooledSession(t, env, pool, "sebastian", rec)
-	if got := rec.Turn(t, s, "[[say warm answer]]"); got != "warm answer" {
-		t.Fatalf("first turn text = %q", got)
-	}
-	// The turn ran in the process that was waiting: no process was
-	// started for it.
-	if s.Pid() != ready[0] {
-		t.Fatalf("first turn ran in pid %d, the waiting process was %d", s.Pid(), ready[0])
-	}
-	if st := pool.Stats(); st.Starts != 0 || st.Taken != 1 {
-		t.Fatalf("stats after the first turn: %+v, want no start by a session and one taken", st)
-	}
-	// Its conversation is the session's: its id is recorded and the
-	// session resumes it in a new process after a stop.
-	if s.CLISessionID() == "" {
-		t.Fatal("no cli session id recorded for the pooled conversation")
-	}
-	// A replacement waits for the next new session.
-	next := waitWarm(t, pool, "sebastian", 1)
-	if next[0] == ready[0] {
-		t.Fatal("the taken process still counts as waiting")
-	}
-	if !s.StopIfIdle() {
-		t.Fatal("no idle process to stop")
-	}
-	if got, want := rec.Turn(t, s, "[[recall]]"), "HISTORY: [[say warm answer]] | [[recall]]"; got != want {
-		t.Fatalf("resumed conversation:\n got %q\nwant %q", got, want)
-	}
-	// A resumed conversation never takes a waiting process.
-	if slices.Contains(next, s.Pid()) {
-		t.Fatal("the resumed session took a waiting process")
-	}
-	if st := pool.Stats(); st.Starts != 1 || st.Taken != 1 {
-		t.Fatalf("stats after the resume: %+v, want one start by the session", st)
-	}
-}
-
-func TestWarmPoolServesOnlyItsPerson(t *testing.T) {
-	t.Parallel()
-	env := clitest.New(t, nil)
-	pool := newWarmPool(t, env, supervisor.PoolConfig{Max: 4}, 1)
-	pool.Touch("sebastian")
-	ready := waitWarm(t, pool, "sebastian", 1)
-
-	rec := clitest.NewRecorder()
-	s := pooledSession(t, env, pool, "petra", rec)
-	if got := rec.Turn(t, s, "[[say for petra]]"); got != "for petra" {
-		t.Fatalf("petra's turn: %q", got)
-	}
-	if s.Pid() == ready[0] {
-		t.Fatal("petra's session ran in sebastian's waiting process")
-	}
-	if st := pool.Stats(); st.Starts != 1 || st.Taken != 0 {
-		t.Fatalf("stats: %+v, want petra's own start and nothing taken", st)
-	}
-	if got := pool.WarmPids("sebastian"); !slices.Equal(got, ready) {
-		t.Fatalf("sebastian's waiting processes changed: %v, were %v", got, ready)
-	}
-	// Petra's message made her active: she gets one of her own.
-	if pids := waitWarm(t, pool, "petra", 1); pids[0] == ready[0] {
-		t.Fatal("petra's waiting process is sebastian's")
-	}
-}
-
-func TestWarmPoolReplacesDeadAndOutdatedProcesses(t *testing.T) {
-	t.Parallel()
-	env := clitest.New(t, nil)
-	pool := newWarmPool(t, env, supervisor.PoolConfig{Max: 4}, 1)
-	pool.Touch("sebastian")
-	first := waitWarm(t, pool, "sebastian", 1)
-
-	// One that died while it waited is replaced.
-	if err := syscall.Kill(-first[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	var second []int
-	waitFor(t, 60*time.Second, func() bool {
-		second = pool.WarmPids("sebastian")
-		return len(second) == 1 && second[0] != first[0]
-	})
-
-	// Sessions now start with another system prompt: the one started with
-	// the old one never serves them, and is replaced.
-	pool.mu.Lock()
-	pool.prompt = "You are another test assistant."
-	pool.mu.Unlock()
-	rec := clitest.NewRecorder()
-	s := pooledSession(t, env, pool, "sebastian", rec)
-	if got := rec.Turn(t, s, "[[say fresh]]"); got != "fresh" {
-		t.Fatalf("turn: %q", got)
-	}
-	if s.Pid() == second[0] {
-		t.Fatal("a session ran in a process started with another system prompt")
-	}
-	if st := pool.Stats(); st.Starts != 1 || st.Taken != 0 {
-		t.Fatalf("stats: %+v, want the session's own start", st)
-	}
-	waitFor(t, 60*time.Second, func() bool {
-		pids := pool.WarmPids("sebastian")
-		return len(pids) == 1 && pids[0] != second[0]
-	})
-	assertGroupGone(t, second[0])
-}
-
-func TestWarmPoolYieldsToSessions(t *testing.T) {
-	t.Parallel()
-	env := clitest.New(t, nil)
-	// One slot: the waiting process takes it while it is free, and gives
-	// it up to a session that needs it.
-	pool := newWarmPool(t, env, supervisor.PoolConfig{Max: 1, SlotWait: 60 * time.Second}, 2)
+// sampleMost records, until the test ends, the most claude process groups
+// of the test and the most processes the pool counted at once.
+func sampleMost(tb testing.TB, env *clitest.Env, pool *warmPool) (most func() int) {
+	tb.Helper()
 	var mu sync.Mutex
-	most := 0
+	n := 0
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -225,31 +120,264 @@ func TestWarmPoolYieldsToSessions(t *testing.T) {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			n := countClaudes(t, env.Home)
+			c := countClaudes(tb, env.Home)
 			mu.Lock()
-			most = max(most, n, pool.Live())
+			n = max(n, c, pool.Live())
 			mu.Unlock()
 		}
 	}()
-	pool.Touch("sebastian")
-	ready := waitWarm(t, pool, "sebastian", 1)
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop); <-sampled }) }
+	tb.Cleanup(halt)
+	return func() int {
+		halt()
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+// TestWarmPoolThroughCLI runs a warm pool of one waiting process per
+// person and at most five processes through the real CLI, step by step.
+// It proves that:
+//   - a waiting process that died is replaced;
+//   - a waiting process never serves another person: petra's session
+//     starts its own, sebastian's waiting process stays, and petra's
+//     message makes her active so she gets one of her own;
+//   - a new session's first turn runs in the waiting process (no start),
+//     its conversation id is recorded, and a replacement starts;
+//   - that process serves many turns: the model sees the growing history,
+//     the process and state stay, unmodelled events pass through, a send
+//     during a turn is ErrBusy, and an interrupt ends the turn in-band;
+//   - a process killed mid-turn ends the turn with ErrProcessExited, its
+//     group is gone, and the next turn resumes the conversation in a new
+//     process, never in a waiting one;
+//   - a waiting process started with another configuration never serves
+//     a session and is replaced;
+//   - a brand-new CLI knowing only the conversation id (as after a server
+//     restart) resumes it, and when the pool is full the waiting process
+//     that has waited longest gives its slot up to it;
+//   - there are never more processes than the limit, and nothing the
+//     pool started outlives it.
+func TestWarmPoolThroughCLI(t *testing.T) {
+	t.Parallel()
+	env := clitest.New(t, nil)
+	const limit = 5
+	pool := newWarmPool(t, env, supervisor.PoolConfig{Max: limit, SlotWait: 60 * time.Second}, 1)
+	most := sampleMost(t, env, pool)
+	stats := func(t *testing.T, starts, taken int64) {
+		t.Helper()
+		if st := pool.Stats(); st.Starts != starts || st.Taken != taken {
+			t.Fatalf("stats: %+v, want %d starts by sessions and %d taken", st, starts, taken)
+		}
+	}
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+
+	var sebWaiting []int
+	step("dead waiting process is replaced", func(t *testing.T) {
+		pool.Touch("sebastian")
+		first := waitWarm(t, pool, "sebastian", 1)
+		if err := syscall.Kill(-first[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 60*time.Second, func() bool {
+			sebWaiting = pool.WarmPids("sebastian")
+			return len(sebWaiting) == 1 && sebWaiting[0] != first[0]
+		})
+	})
+
+	// Sessions live until the test ends, holding their slots.
+	petraRec := clitest.NewRecorder()
+	petra := pooledSession(t, env, pool, "petra", "petra", "", petraRec)
+	var petraWaiting []int
+	step("waiting process serves only its person", func(t *testing.T) {
+		if got := petraRec.Turn(t, petra, "[[say for petra]]"); got != "for petra" {
+			t.Fatalf("petra's turn: %q", got)
+		}
+		if petra.Pid() == sebWaiting[0] {
+			t.Fatal("petra's session ran in sebastian's waiting process")
+		}
+		stats(t, 1, 0)
+		if got := pool.WarmPids("sebastian"); !slices.Equal(got, sebWaiting) {
+			t.Fatalf("sebastian's waiting processes changed: %v, were %v", got, sebWaiting)
+		}
+		// Petra's message made her active: she gets one of her own.
+		if petraWaiting = waitWarm(t, pool, "petra", 1); petraWaiting[0] == sebWaiting[0] {
+			t.Fatal("petra's waiting process is sebastian's")
+		}
+	})
 
 	rec := clitest.NewRecorder()
-	s := pooledSession(t, env, pool, "petra", rec)
-	if got := rec.Turn(t, s, "[[say mine]]"); got != "mine" {
-		t.Fatalf("petra's turn: %q", got)
+	s := pooledSession(t, env, pool, "sebastian", "sebastian", "", rec)
+	step("new session starts in the waiting process", func(t *testing.T) {
+		if got := rec.Turn(t, s, "[[say first answer]]"); got != "first answer" {
+			t.Fatalf("first turn text = %q", got)
+		}
+		if s.Pid() != sebWaiting[0] {
+			t.Fatalf("first turn ran in pid %d, the waiting process was %d", s.Pid(), sebWaiting[0])
+		}
+		stats(t, 1, 1)
+		if s.CLISessionID() == "" {
+			t.Fatal("no cli session id recorded for the pooled conversation")
+		}
+		// A replacement waits for the next new session.
+		next := waitWarm(t, pool, "sebastian", 1)
+		if next[0] == sebWaiting[0] {
+			t.Fatal("the taken process still counts as waiting")
+		}
+		sebWaiting = next
+	})
+	step("many turns on one process", func(t *testing.T) {
+		pid := s.Pid()
+		rec.Turn(t, s, "second message")
+		if got, want := rec.Turn(t, s, "[[recall]]"), "HISTORY: [[say first answer]] | second message | [[recall]]"; got != want {
+			t.Fatalf("the model did not see the growing history:\n got %q\nwant %q", got, want)
+		}
+		if s.Pid() != pid {
+			t.Fatalf("process changed between turns: %d then %d", pid, s.Pid())
+		}
+		if s.State() != supervisor.StateIdle {
+			t.Fatalf("state after turns = %s", s.State())
+		}
+		// Events the supervisor does not model (system/status, ...)
+		// arrive as the CLI wrote them.
+		unmodelled := rec.Count(func(ev supervisor.Event) bool {
+			return ev.Kind == supervisor.EventCLI && ev.Msg.Type == "system" && ev.Msg.Subtype == "status" &&
+				strings.HasPrefix(string(ev.Msg.Raw), `{"type":"system","subtype":"status"`)
+		})
+		if unmodelled == 0 {
+			t.Fatal("no system/status event passed through")
+		}
+	})
+	step("busy while a turn runs", func(t *testing.T) {
+		send(t, s, "[[slow 10 100]]")
+		if err := s.Send(context.Background(), "again"); !errors.Is(err, supervisor.ErrBusy) {
+			t.Fatalf("second send during a turn: %v, want ErrBusy", err)
+		}
+		rec.WaitEnd(t, 60*time.Second)
+	})
+	step("interrupt a slow turn", func(t *testing.T) {
+		send(t, s, "[[slow 200 100]]")
+		waitFor(t, 30*time.Second, func() bool { return strings.Contains(rec.Text(), "tick") })
+		pid := s.Pid()
+		if err := s.Interrupt(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		end := rec.WaitEnd(t, 60*time.Second)
+		if !end.Interrupted {
+			t.Fatalf("turn end not marked interrupted: %+v", end)
+		}
+		if end.Msg == nil || end.Msg.TerminalReason != "aborted_streaming" {
+			t.Fatalf("turn did not end with the CLI's result: err=%v msg=%+v", end.Err, end.Msg)
+		}
+		if s.Pid() != pid {
+			t.Fatal("interrupt replaced the process; it should be in-band")
+		}
+		if got := rec.Turn(t, s, "[[say after interrupt]]"); got != "after interrupt" {
+			t.Fatalf("turn after interrupt: %q", got)
+		}
+	})
+	const before = "HISTORY: [[say first answer]] | second message | [[recall]] | "
+	step("killed mid-turn resumes in a new process", func(t *testing.T) {
+		send(t, s, "[[slow 200 100]]")
+		waitFor(t, 30*time.Second, func() bool { return strings.Contains(rec.Text(), "tick") })
+		pid := s.Pid()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		end := rec.WaitEnd(t, 60*time.Second)
+		if !errors.Is(end.Err, supervisor.ErrProcessExited) {
+			t.Fatalf("turn end after kill: %v", end.Err)
+		}
+		assertGroupGone(t, pid)
+		// The completed turns are history; the killed one's message may
+		// or may not have reached the CLI's transcript before the kill.
+		if got := rec.Turn(t, s, "[[recall]]"); !strings.HasPrefix(got, before) || !strings.HasSuffix(got, "[[recall]]") {
+			t.Fatalf("history after respawn = %q", got)
+		}
+		if s.Pid() == pid || s.Pid() == 0 {
+			t.Fatalf("expected a new process, got pid %d (old %d)", s.Pid(), pid)
+		}
+		// A resumed conversation never takes a waiting process.
+		if slices.Contains(sebWaiting, s.Pid()) {
+			t.Fatal("the resumed session took a waiting process")
+		}
+		stats(t, 2, 1)
+	})
+	// Sebastian's sessions now start with another system prompt: the
+	// waiting process started with the old one never serves them, and is
+	// replaced.
+	pool.mu.Lock()
+	pool.prompt["sebastian"] = "You are another test assistant."
+	pool.mu.Unlock()
+	otherRec := clitest.NewRecorder()
+	other := pooledSession(t, env, pool, "sebastian", "other", "", otherRec)
+	step("outdated waiting process is replaced", func(t *testing.T) {
+		if got := otherRec.Turn(t, other, "[[say fresh]]"); got != "fresh" {
+			t.Fatalf("turn: %q", got)
+		}
+		if other.Pid() == sebWaiting[0] {
+			t.Fatal("a session ran in a process started with another system prompt")
+		}
+		stats(t, 3, 1)
+		waitFor(t, 60*time.Second, func() bool {
+			pids := pool.WarmPids("sebastian")
+			return len(pids) == 1 && pids[0] != sebWaiting[0]
+		})
+		assertGroupGone(t, sebWaiting[0])
+		sebWaiting = pool.WarmPids("sebastian")
+		if got := pool.WarmPids("petra"); !slices.Equal(got, petraWaiting) {
+			t.Fatalf("petra's waiting processes changed: %v, were %v", got, petraWaiting)
+		}
+	})
+	step("new CLI resumes, and a waiting process yields its slot", func(t *testing.T) {
+		id := s.CLISessionID()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, func() bool { return pool.Live() == limit-1 })
+		// A terminal holds the freed slot until the pool closes: the pool
+		// is full.
+		if _, err := pool.Hold(context.Background(), "petra"); err != nil {
+			t.Fatal(err)
+		}
+		if st := pool.Stats(); st.Live != limit || st.Warm != 2 {
+			t.Fatalf("stats before the resume: %+v, want a full pool with two waiting", st)
+		}
+		rec2 := clitest.NewRecorder()
+		s2 := pooledSession(t, env, pool, "sebastian", "restarted", id, rec2)
+		if got := rec2.Turn(t, s2, "[[recall]]"); !strings.HasPrefix(got, before) || !strings.HasSuffix(got, "[[recall]] | [[recall]]") {
+			t.Fatalf("resumed history = %q", got)
+		}
+		if slices.Contains(sebWaiting, s2.Pid()) {
+			t.Fatal("the resumed session took a waiting process")
+		}
+		// One of the two waiting processes gave up its slot.
+		waiting := append(pool.WarmPids("sebastian"), pool.WarmPids("petra")...)
+		if len(waiting) != 1 || (waiting[0] != sebWaiting[0] && waiting[0] != petraWaiting[0]) {
+			t.Fatalf("waiting after the resume: %v, were %v and %v", waiting, sebWaiting, petraWaiting)
+		}
+		for _, pid := range []int{sebWaiting[0], petraWaiting[0]} {
+			if pid != waiting[0] {
+				assertGroupGone(t, pid)
+			}
+		}
+		if st := pool.Stats(); st.Warm != 1 || st.Live != limit || st.Starts != 4 {
+			t.Fatalf("stats after the resume: %+v", st)
+		}
+	})
+	if n := most(); n > limit {
+		t.Fatalf("%d claude processes at once with at most %d", n, limit)
 	}
-	assertGroupGone(t, ready[0])
-	// The pool is full with petra's idle process: nothing waits.
-	time.Sleep(200 * time.Millisecond)
-	if st := pool.Stats(); st.Warm != 0 || st.Live != 1 {
-		t.Fatalf("stats with the pool full: %+v", st)
-	}
-	close(stop)
-	<-sampled
-	if most > 1 {
-		t.Fatalf("%d claude processes at once with --max-processes 1", most)
-	}
+	step("nothing waiting outlives the pool", func(t *testing.T) {
+		// Closed before the sessions end: their slots would go to new
+		// waiting processes.
+		pool.close(t)
+	})
 }
 
 // countClaudes counts the process groups of this test's CLIs: the live
