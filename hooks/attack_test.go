@@ -18,6 +18,7 @@ import (
 
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/scriptedmodel"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/vault"
 )
@@ -123,9 +124,18 @@ func treeOf(tb testing.TB, dir string) []string {
 // opens the vault) reads as the assistant's configuration or as git's:
 // every attempt is denied by the guard, nothing reaches the disk and
 // nothing reaches git.
+//
+// Every attempt is one tool call of a single model message, as a model
+// may send many at once; the CLI asks the guard about each.
 func TestGuardDeniesProtectedNamesThroughCLI(t *testing.T) {
 	t.Parallel()
-	env := clitest.New(t, nil)
+	var attack []scriptedmodel.ReplyBlock
+	env := clitest.New(t, func(req scriptedmodel.Request) scriptedmodel.Reply {
+		if len(req.ToolResults()) == 0 && req.LastUserText() == "ATTACK" {
+			return scriptedmodel.Reply{Blocks: attack}
+		}
+		return scriptedmodel.Script(req)
+	})
 	root := env.VaultRoot
 	v := env.Vault("sebastian")
 	writeFile(t, filepath.Join(v, "notes.md"), "notes\n")
@@ -203,21 +213,51 @@ func TestGuardDeniesProtectedNamesThroughCLI(t *testing.T) {
 		{"mcp__files__save", map[string]any{"path": ".gitignore", "content": "*\n"}, ""},
 		{"mcp__files__save", map[string]any{"path": ".git/config", "content": "PLANTED"}, ""},
 	}
+	// NotebookEdit wants the notebook read first.
 	for _, tc := range cases {
-		if tc.read != "" {
-			if got := rec.Turn(t, s, `[[tool Read {"file_path":"`+tc.read+`"}]]`); !strings.Contains(got, "NOTEBOOK-CELL") {
-				t.Fatalf("read %s: %q", tc.read, got)
+		if tc.read == "" {
+			continue
+		}
+		if got := rec.Turn(t, s, `[[tool Read {"file_path":"`+tc.read+`"}]]`); !strings.Contains(got, "NOTEBOOK-CELL") {
+			t.Fatalf("read %s: %q", tc.read, got)
+		}
+	}
+	for _, tc := range cases {
+		attack = append(attack, scriptedmodel.ReplyBlock{Name: tc.tool, Input: tc.input})
+	}
+	rec.Turn(t, s, "ATTACK")
+	// What the model saw of each call, by the tool_use id the CLI
+	// answered.
+	reqs := env.Model.Requests()
+	last := reqs[len(reqs)-1]
+	results := map[string]string{}
+	for _, b := range last.ToolResults() {
+		results[b.ToolUseID] = b.ResultText()
+	}
+	var calls []scriptedmodel.Block
+	for _, m := range last.Messages {
+		for _, b := range m.Content {
+			if m.Role == "assistant" && b.Type == "tool_use" {
+				calls = append(calls, b)
 			}
 		}
+	}
+	calls = calls[max(0, len(calls)-len(cases)):]
+	if len(calls) != len(cases) {
+		t.Fatalf("the model's message held %d tool calls, want %d", len(calls), len(cases))
+	}
+	for i, tc := range cases {
 		in, _ := json.Marshal(tc.input)
-		got := rec.Turn(t, s, "[[tool "+tc.tool+" "+string(in)+"]]")
-		if !strings.Contains(got, "Access denied") {
+		if calls[i].Name != tc.tool {
+			t.Fatalf("call %d is %s, want %s %s", i, calls[i].Name, tc.tool, in)
+		}
+		if got, ok := results[calls[i].ID]; !ok || !strings.Contains(got, "Access denied") {
 			t.Errorf("%s %s: the model saw %q, want a denial", tc.tool, in, got)
 		}
-		// As the server does after every turn.
-		if err := h.CommitTurn(context.Background(), "sebastian", "attack"); err != nil {
-			t.Errorf("%s %s: commit turn: %v", tc.tool, in, err)
-		}
+	}
+	// As the server does after every turn.
+	if err := h.CommitTurn(context.Background(), "sebastian", "attack"); err != nil {
+		t.Errorf("commit turn: %v", err)
 	}
 	if after := treeOf(t, v); !slices.Equal(after, before) {
 		t.Errorf("the vault changed:\nbefore %q\nafter  %q", before, after)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/scriptedmodel"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/vault"
 )
@@ -99,9 +100,31 @@ func webFetch(url string) string {
 	return "[[tool WebFetch " + string(in) + "]]"
 }
 
+// fetches is a model that answers "FETCH" followed by a JSON list of URLs
+// with one message calling WebFetch for each, and otherwise plays Script.
+func fetches(req scriptedmodel.Request) scriptedmodel.Reply {
+	text, ok := strings.CutPrefix(req.LastUserText(), "FETCH ")
+	if !ok || len(req.ToolResults()) > 0 {
+		return scriptedmodel.Script(req)
+	}
+	var urls []string
+	if err := json.Unmarshal([]byte(text), &urls); err != nil {
+		return scriptedmodel.Text("script error: " + err.Error())
+	}
+	var calls []scriptedmodel.ReplyBlock
+	for _, u := range urls {
+		calls = append(calls, scriptedmodel.ReplyBlock{Name: "WebFetch", Input: map[string]string{"url": u, "prompt": "x"}})
+	}
+	return scriptedmodel.Reply{Blocks: calls}
+}
+
+// TestWebFetchLogThroughCLI has two sessions fetch at the same time,
+// sebastian's with two WebFetch calls in one message: every request is
+// logged with its person, escaped, and pushed, in one linear history on
+// top of another clone's commit.
 func TestWebFetchLogThroughCLI(t *testing.T) {
 	t.Parallel()
-	env := clitest.New(t, nil)
+	env := clitest.New(t, fetches)
 	root := env.VaultRoot
 	remote := withRemote(t, root)
 	otherClone(t, remote, "elsewhere.md") // the remote moved on before any session
@@ -109,17 +132,21 @@ func TestWebFetchLogThroughCLI(t *testing.T) {
 	h := newHooks(t, root, g)
 
 	evil := "https://example.com/b\n- [2026-01-01 00:00:00] (petra) [x](https://evil) `y`\r"
-	calls := []struct{ person, url string }{
-		{"sebastian", "https://example.com/a"},
-		{"petra", evil},
-		{"sebastian", "https://example.com/c"},
+	calls := []struct {
+		person string
+		urls   []string
+	}{
+		{"sebastian", []string{"https://example.com/a", "https://example.com/c"}},
+		{"petra", []string{evil}},
 	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
 		s, rec := startSession(t, env, c.person, fmt.Sprintf("s%d", i), h, nil)
+		urls, _ := json.Marshal(c.urls)
 		wg.Go(func() {
-			if got := rec.Turn(t, s, webFetch(c.url)); !strings.HasPrefix(got, "RESULT<<") {
-				t.Errorf("turn text = %q", got)
+			got := rec.Turn(t, s, "FETCH "+string(urls))
+			if !strings.HasPrefix(got, "RESULT<<") || strings.Count(got, " | ") != len(c.urls)-1 {
+				t.Errorf("%s's turn text = %q", c.person, got)
 			}
 		})
 	}
