@@ -18,7 +18,6 @@ import (
 
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/hooks"
-	"github.com/majorhq/major/scriptedmodel"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/vault"
 )
@@ -129,13 +128,7 @@ func treeOf(tb testing.TB, dir string) []string {
 // may send many at once; the CLI asks the guard about each.
 func TestGuardDeniesProtectedNamesThroughCLI(t *testing.T) {
 	t.Parallel()
-	var attack []scriptedmodel.ReplyBlock
-	env := clitest.New(t, func(req scriptedmodel.Request) scriptedmodel.Reply {
-		if len(req.ToolResults()) == 0 && req.LastUserText() == "ATTACK" {
-			return scriptedmodel.Reply{Blocks: attack}
-		}
-		return scriptedmodel.Script(req)
-	})
+	env := clitest.New(t, callsModel)
 	root := env.VaultRoot
 	v := env.Vault("sebastian")
 	writeFile(t, filepath.Join(v, "notes.md"), "notes\n")
@@ -222,37 +215,14 @@ func TestGuardDeniesProtectedNamesThroughCLI(t *testing.T) {
 			t.Fatalf("read %s: %q", tc.read, got)
 		}
 	}
+	var calls []toolCall
 	for _, tc := range cases {
-		attack = append(attack, scriptedmodel.ReplyBlock{Name: tc.tool, Input: tc.input})
+		calls = append(calls, toolCall{tc.tool, tc.input})
 	}
-	rec.Turn(t, s, "ATTACK")
-	// What the model saw of each call, by the tool_use id the CLI
-	// answered.
-	reqs := env.Model.Requests()
-	last := reqs[len(reqs)-1]
-	results := map[string]string{}
-	for _, b := range last.ToolResults() {
-		results[b.ToolUseID] = b.ResultText()
-	}
-	var calls []scriptedmodel.Block
-	for _, m := range last.Messages {
-		for _, b := range m.Content {
-			if m.Role == "assistant" && b.Type == "tool_use" {
-				calls = append(calls, b)
-			}
-		}
-	}
-	calls = calls[max(0, len(calls)-len(cases)):]
-	if len(calls) != len(cases) {
-		t.Fatalf("the model's message held %d tool calls, want %d", len(calls), len(cases))
-	}
-	for i, tc := range cases {
-		in, _ := json.Marshal(tc.input)
-		if calls[i].Name != tc.tool {
-			t.Fatalf("call %d is %s, want %s %s", i, calls[i].Name, tc.tool, in)
-		}
-		if got, ok := results[calls[i].ID]; !ok || !strings.Contains(got, "Access denied") {
-			t.Errorf("%s %s: the model saw %q, want a denial", tc.tool, in, got)
+	for i, got := range callsTurn(t, env.Model, s, rec, calls) {
+		if !strings.Contains(got, "Access denied") {
+			in, _ := json.Marshal(cases[i].input)
+			t.Errorf("%s %s: the model saw %q, want a denial", cases[i].tool, in, got)
 		}
 	}
 	// As the server does after every turn.

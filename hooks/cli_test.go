@@ -100,22 +100,71 @@ func webFetch(url string) string {
 	return "[[tool WebFetch " + string(in) + "]]"
 }
 
-// fetches is a model that answers "FETCH" followed by a JSON list of URLs
-// with one message calling WebFetch for each, and otherwise plays Script.
-func fetches(req scriptedmodel.Request) scriptedmodel.Reply {
-	text, ok := strings.CutPrefix(req.LastUserText(), "FETCH ")
+// toolCall is one tool call of a model message.
+type toolCall struct {
+	Name  string `json:"name"`
+	Input any    `json:"input"`
+}
+
+// callsModel is Script, except that it answers "CALLS" followed by a JSON
+// list of toolCalls with one message making all of them, as a model may.
+func callsModel(req scriptedmodel.Request) scriptedmodel.Reply {
+	text, ok := strings.CutPrefix(req.LastUserText(), "CALLS ")
 	if !ok || len(req.ToolResults()) > 0 {
 		return scriptedmodel.Script(req)
 	}
-	var urls []string
-	if err := json.Unmarshal([]byte(text), &urls); err != nil {
+	var calls []toolCall
+	if err := json.Unmarshal([]byte(text), &calls); err != nil {
 		return scriptedmodel.Text("script error: " + err.Error())
 	}
-	var calls []scriptedmodel.ReplyBlock
-	for _, u := range urls {
-		calls = append(calls, scriptedmodel.ReplyBlock{Name: "WebFetch", Input: map[string]string{"url": u, "prompt": "x"}})
+	var blocks []scriptedmodel.ReplyBlock
+	for _, c := range calls {
+		blocks = append(blocks, scriptedmodel.ReplyBlock{Name: c.Name, Input: c.Input})
 	}
-	return scriptedmodel.Reply{Blocks: calls}
+	return scriptedmodel.Reply{Blocks: blocks}
+}
+
+// callsTurn runs a turn of s in which the model makes calls in one message
+// and returns what the model saw of each, in order, from the request that
+// carried the results (model is the session's; its other turns must not
+// run meanwhile).
+func callsTurn(tb testing.TB, model *scriptedmodel.Server, s *supervisor.CLI, rec *clitest.Recorder, calls []toolCall) []string {
+	tb.Helper()
+	text, err := json.Marshal(calls)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rec.Turn(tb, s, "CALLS "+string(text))
+	reqs := model.Requests()
+	last := reqs[len(reqs)-1]
+	results := map[string]string{}
+	for _, b := range last.ToolResults() {
+		results[b.ToolUseID] = b.ResultText()
+	}
+	var made []scriptedmodel.Block
+	for _, m := range last.Messages {
+		for _, b := range m.Content {
+			if m.Role == "assistant" && b.Type == "tool_use" {
+				made = append(made, b)
+			}
+		}
+	}
+	made = made[max(0, len(made)-len(calls)):]
+	if len(made) != len(calls) {
+		tb.Fatalf("the model's message held %d tool calls, want %d", len(made), len(calls))
+	}
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		if made[i].Name != c.Name {
+			tb.Fatalf("call %d is %s, want %s", i, made[i].Name, c.Name)
+		}
+		got, ok := results[made[i].ID]
+		if !ok {
+			tb.Fatalf("no result for call %d (%s)", i, c.Name)
+		}
+		out[i] = got
+	}
+	return out
 }
 
 // TestWebFetchLogThroughCLI has two sessions fetch at the same time,
@@ -124,7 +173,7 @@ func fetches(req scriptedmodel.Request) scriptedmodel.Reply {
 // top of another clone's commit.
 func TestWebFetchLogThroughCLI(t *testing.T) {
 	t.Parallel()
-	env := clitest.New(t, fetches)
+	env := clitest.New(t, callsModel)
 	root := env.VaultRoot
 	remote := withRemote(t, root)
 	otherClone(t, remote, "elsewhere.md") // the remote moved on before any session
@@ -142,9 +191,13 @@ func TestWebFetchLogThroughCLI(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, c := range calls {
 		s, rec := startSession(t, env, c.person, fmt.Sprintf("s%d", i), h, nil)
-		urls, _ := json.Marshal(c.urls)
+		var fetches []toolCall
+		for _, u := range c.urls {
+			fetches = append(fetches, toolCall{"WebFetch", map[string]string{"url": u, "prompt": "x"}})
+		}
+		text, _ := json.Marshal(fetches)
 		wg.Go(func() {
-			got := rec.Turn(t, s, "FETCH "+string(urls))
+			got := rec.Turn(t, s, "CALLS "+string(text))
 			if !strings.HasPrefix(got, "RESULT<<") || strings.Count(got, " | ") != len(c.urls)-1 {
 				t.Errorf("%s's turn text = %q", c.person, got)
 			}
@@ -182,33 +235,16 @@ func TestWebFetchLogThroughCLI(t *testing.T) {
 	}
 }
 
-func TestWebFetchLogFailureDoesNotBreakTheTurn(t *testing.T) {
-	t.Parallel()
-	env := clitest.New(t, nil)
-	root := env.VaultRoot
-	withRemote(t, root)
-	git(t, root, "remote", "set-url", "origin", filepath.Join(t.TempDir(), "gone.git"))
-	g := newGitSync(t, vault.GitConfig{Root: root, Timeout: 5 * time.Second})
-	h := newHooks(t, root, g)
-	s, rec := startSession(t, env, "sebastian", "s1", h, nil)
-
-	if got := rec.Turn(t, s, webFetch("https://example.com/a")); !strings.HasPrefix(got, "RESULT<<") {
-		t.Fatalf("turn text = %q", got)
-	}
-	if n := rec.Notices(); len(n) != 1 || !strings.Contains(n[0], "WebFetch") {
-		t.Fatalf("notices = %q", n)
-	}
-	if got := readFile(t, filepath.Join(root, hooks.WebFetchLogPath)); got != "- [2026-01-18 14:32:15] (sebastian) https://example.com/a\n" {
-		t.Fatalf("log = %q", got)
-	}
-	if got := git(t, root, "log", "-1", "--format=%s"); !strings.HasPrefix(got, "Log WebFetch request") {
-		t.Fatalf("the entry was not committed locally: last commit %q", got)
-	}
-}
-
+// TestVaultGuardAndCommitTurnThroughCLI runs one session through the real
+// CLI: the vault guard denies every way out of the person's folder and
+// leaves protected files untouched, while work inside it goes on; the
+// turn commit takes only the person's folder, and a turn without changes
+// makes no commit. Last, with a remote that cannot be reached, a WebFetch
+// is still answered: its log entry is committed locally and the session
+// gets one notice.
 func TestVaultGuardAndCommitTurnThroughCLI(t *testing.T) {
 	t.Parallel()
-	env := clitest.New(t, nil)
+	env := clitest.New(t, callsModel)
 	root := env.VaultRoot
 	v := env.Vault("sebastian")
 	const secret = "PETRA-SECRET-7f3a"
@@ -228,29 +264,35 @@ func TestVaultGuardAndCommitTurnThroughCLI(t *testing.T) {
 	h := newHooks(t, root, g)
 	s, rec := startSession(t, env, "sebastian", "guard-1", h, nil)
 
+	read := func(p string) toolCall { return toolCall{"Read", map[string]string{"file_path": p}} }
 	denied := []struct {
-		name, directive, untouched string
+		name      string
+		call      toolCall
+		untouched string
 	}{
-		{"absolute elsewhere", `[[tool Read {"file_path":"/etc/passwd"}]]`, ""},
-		{"other person's vault", `[[tool Read {"file_path":"../petra/secret.md"}]]`, ""},
-		{"dotdot escape", `[[tool Read {"file_path":"sub/../../petra/secret.md"}]]`, ""},
-		{"symlink out", `[[tool Read {"file_path":"leak.md"}]]`, ""},
-		{"symlinked directory", `[[tool Read {"file_path":"outdir/private.md"}]]`, ""},
-		{"write under symlinked directory", `[[tool Write {"file_path":"outdir/new.md","content":"x"}]]`, filepath.Join(outside, "new.md")},
-		{"new file in other person's vault", `[[tool Write {"file_path":"` + filepath.Join(root, "petra", "planted.md") + `","content":"x"}]]`, filepath.Join(root, "petra", "planted.md")},
-		{"vault settings", `[[tool Write {"file_path":".claude/settings.json","content":"{\"hooks\":{}}"}]]`, filepath.Join(v, ".claude", "settings.json")},
-		{"glob elsewhere", `[[tool Glob {"pattern":"/etc/*"}]]`, ""},
-		{"grep other person", `[[tool Grep {"pattern":"SECRET","path":"../petra","output_mode":"content"}]]`, ""},
+		{"absolute elsewhere", read("/etc/passwd"), ""},
+		{"other person's vault", read("../petra/secret.md"), ""},
+		{"dotdot escape", read("sub/../../petra/secret.md"), ""},
+		{"symlink out", read("leak.md"), ""},
+		{"symlinked directory", read("outdir/private.md"), ""},
+		{"write under symlinked directory", toolCall{"Write", map[string]string{"file_path": "outdir/new.md", "content": "x"}}, filepath.Join(outside, "new.md")},
+		{"new file in other person's vault", toolCall{"Write", map[string]string{"file_path": filepath.Join(root, "petra", "planted.md"), "content": "x"}}, filepath.Join(root, "petra", "planted.md")},
+		{"vault settings", toolCall{"Write", map[string]string{"file_path": ".claude/settings.json", "content": `{"hooks":{}}`}}, filepath.Join(v, ".claude", "settings.json")},
+		{"glob elsewhere", toolCall{"Glob", map[string]string{"pattern": "/etc/*"}}, ""},
+		{"grep other person", toolCall{"Grep", map[string]string{"pattern": "SECRET", "path": "../petra", "output_mode": "content"}}, ""},
 	}
 	before := map[string]string{}
+	var calls []toolCall
 	for _, d := range denied {
 		if d.untouched != "" {
 			b, _ := os.ReadFile(d.untouched)
 			before[d.untouched] = string(b)
 		}
+		calls = append(calls, d.call)
 	}
-	for _, d := range denied {
-		got := rec.Turn(t, s, d.directive)
+	// All in one model message.
+	for i, got := range callsTurn(t, env.Model, s, rec, calls) {
+		d := denied[i]
 		if !strings.Contains(got, "Access denied") {
 			t.Errorf("%s: the model saw %q, want a denial", d.name, got)
 		}
@@ -297,4 +339,23 @@ func TestVaultGuardAndCommitTurnThroughCLI(t *testing.T) {
 	if git(t, root, "rev-parse", "HEAD") != head {
 		t.Fatal("a turn without changes made a commit")
 	}
+
+	t.Run("web fetch log failure does not break the turn", func(t *testing.T) {
+		git(t, root, "remote", "add", "origin", filepath.Join(t.TempDir(), "gone.git"))
+		git(t, root, "config", "branch.main.remote", "origin")
+		git(t, root, "config", "branch.main.merge", "refs/heads/main")
+		notices := len(rec.Notices())
+		if got := rec.Turn(t, s, webFetch("https://example.com/a")); !strings.HasPrefix(got, "RESULT<<") {
+			t.Fatalf("turn text = %q", got)
+		}
+		if n := rec.Notices()[notices:]; len(n) != 1 || !strings.Contains(n[0], "WebFetch") {
+			t.Fatalf("notices = %q", n)
+		}
+		if got := readFile(t, filepath.Join(root, hooks.WebFetchLogPath)); got != "- [2026-01-18 14:32:15] (sebastian) https://example.com/a\n" {
+			t.Fatalf("log = %q", got)
+		}
+		if got := git(t, root, "log", "-1", "--format=%s"); !strings.HasPrefix(got, "Log WebFetch request") {
+			t.Fatalf("the entry was not committed locally: last commit %q", got)
+		}
+	})
 }

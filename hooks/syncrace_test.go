@@ -37,7 +37,7 @@ d=%q
 echo >>"$d/opened"
 touch "$d/open"
 i=0
-while [ ! -e "$d/go" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+while [ ! -e "$d/go" ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
 rm -f "$d/open" "$d/go"
 exec cat
 `, w.dir))
