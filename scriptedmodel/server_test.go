@@ -192,31 +192,33 @@ func TestRequireKey(t *testing.T) {
 	}
 }
 
-// Each failure the model can make ends the real CLI's turn with an error
-// result, promptly, and the next turn works.
+// TestCLIFailuresEndTurns plays each way the model can fail to the real CLI,
+// one turn after another on one process: each failure ends its turn
+// promptly (with an error result, or for a malformed stream with the text it
+// had), and the same process answers the next turn.
 func TestCLIFailuresEndTurns(t *testing.T) {
+	t.Parallel()
+	env := clitest.New(t, nil)
+	rec := clitest.NewRecorder()
+	s := supervisor.NewCLI(supervisor.CLIConfig{
+		ID: "s", Person: "sebastian", Dir: env.Vault("sebastian"),
+		Spec: supervisor.Spec{
+			Binary: env.Binary,
+			// Bounded retries, so a failing model fails the turn fast.
+			Env:   append(env.ChildEnv(), "CLAUDE_CODE_MAX_RETRIES=1", "CLAUDE_CODE_OVERLOADED_RETRY_MAX_WAIT_MS=1000", "API_TIMEOUT_MS=10000"),
+			Tools: []string{"Read"},
+		},
+		Sink:   rec,
+		Logger: zerolog.Nop(),
+	})
+	defer s.Close()
+	wait := func(t *testing.T) supervisor.Event { return rec.WaitEnd(t, 90*time.Second) }
 	for _, directive := range []string{"[[status 529]]", "[[status 429]]", "[[drop]]", "[[malformed]]"} {
 		t.Run(strings.Trim(directive, "[]"), func(t *testing.T) {
-			t.Parallel()
-			env := clitest.New(t, nil)
-			rec := clitest.NewRecorder()
-			s := supervisor.NewCLI(supervisor.CLIConfig{
-				ID: "s", Person: "sebastian", Dir: env.Vault("sebastian"),
-				Spec: supervisor.Spec{
-					Binary: env.Binary,
-					// Bounded retries, so a failing model fails the turn fast.
-					Env:   append(env.ChildEnv(), "CLAUDE_CODE_MAX_RETRIES=1", "CLAUDE_CODE_OVERLOADED_RETRY_MAX_WAIT_MS=1000", "API_TIMEOUT_MS=10000"),
-					Tools: []string{"Read"},
-				},
-				Sink:   rec,
-				Logger: zerolog.Nop(),
-			})
-			defer s.Close()
-			wait := func() supervisor.Event { return rec.WaitEnd(t, 90*time.Second) }
 			if err := s.Send(context.Background(), directive); err != nil {
 				t.Fatal(err)
 			}
-			ev := wait()
+			ev := wait(t)
 			if directive == "[[malformed]]" {
 				// Observed with CLI 2.1.330: it skips an SSE line that is not
 				// JSON and, when the stream then ends, reports success with
@@ -230,7 +232,7 @@ func TestCLIFailuresEndTurns(t *testing.T) {
 			if err := s.Send(context.Background(), "[[say recovered]]"); err != nil {
 				t.Fatal(err)
 			}
-			ev = wait()
+			ev = wait(t)
 			if ev.Err != nil || rec.Text() != "recovered" {
 				t.Fatalf("after %s: err=%v text=%q", directive, ev.Err, rec.Text())
 			}
