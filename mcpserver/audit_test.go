@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/hooks"
-	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/linkedin/linkedintest"
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/supervisor"
@@ -71,44 +71,46 @@ func guardedSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, pers
 	return s, rec
 }
 
+// folderOf maps each file in dir to its content.
+func folderOf(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
 func toolTurn(tool string, input map[string]any) string {
 	in, _ := json.Marshal(input)
 	return "[[tool " + tool + " " + string(in) + "]]"
 }
 
-// TestActivityLogCannotBeForged: the model, through the real CLI, with every
-// permission prompt allowed, tries to rewrite, empty and edit its LinkedIn
-// activity log by every path; the log and its git history stay as the
-// server wrote them. Then links are planted where the log goes (as a
-// pulled commit could carry them; the model has no tool that makes one):
-// the next post goes through, the log reports the failure, and nothing is
-// written through a link into the person's vault.
-func TestActivityLogCannotBeForged(t *testing.T) {
-	t.Parallel()
-	env := clitest.New(t, nil)
-	api := linkedintest.New(t, linkedin.DefaultVersion)
-	for _, a := range accounts {
-		api.AddAccount(a.AccessToken, a.Author)
-	}
-	srv := mcpserver.New(mcpserver.Config{
-		LinkedIn:    linkedin.New(linkedin.Config{BaseURL: api.URL, Logger: zerolog.New(zerolog.NewTestWriter(t))}),
-		Accounts:    accounts,
-		ActivityLog: newAuditLog(t, env.VaultRoot, env.VaultRoot),
-		Logger:      zerolog.New(zerolog.NewTestWriter(t)),
-	})
-	s, rec := guardedSession(t, env, srv, "sebastian")
+// activityLogCannotBeForged runs on s, sebastian's session through the real
+// CLI with every permission prompt allowed, after its first post: the model
+// tries to rewrite, empty and edit its LinkedIn activity log by every path;
+// the log and its git history stay as the server wrote them. Then links are
+// planted where the log goes (as a pulled commit could carry them; the model
+// has no tool that makes one): the next post goes through, the log reports
+// the failure, and nothing is written through a link into the person's
+// vault.
+func activityLogCannotBeForged(t *testing.T, env *clitest.Env, api *linkedintest.Server, s *supervisor.CLI, rec *clitest.Recorder) {
 	post := mcpserver.QualifiedName(mcpserver.ToolPost)
-
-	if got := rec.Turn(t, s, toolTurn(post, map[string]any{"text": "first"})); !strings.Contains(got, "Posted to LinkedIn: urn:li:share:") {
-		t.Fatalf("post: %q", got)
-	}
 	rel := mcpserver.ActivityLogPath("sebastian")
 	abs := filepath.Join(env.VaultRoot, rel)
 	logged := readFile(t, abs)
-	if !strings.Contains(logged, `"first"`) {
-		t.Fatalf("log:\n%s", logged)
-	}
 	commits := gitLog(t, env.VaultRoot, rel)
+	posts := len(api.Requests())
+	// The folder of the logs, petra's included.
+	around := folderOf(t, filepath.Dir(abs))
 
 	fromVault, err := filepath.Rel(env.Vault("sebastian"), abs)
 	if err != nil {
@@ -138,8 +140,8 @@ func TestActivityLogCannotBeForged(t *testing.T) {
 			t.Fatalf("%s changed the log:\n%s", a.name, now)
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(filepath.Dir(abs), "petra.md")); err == nil {
-		t.Fatal("a forged log was planted next to the real one")
+	if got := folderOf(t, filepath.Dir(abs)); !maps.Equal(got, around) {
+		t.Fatalf("the logs' folder changed: %q, was %q", got, around)
 	}
 
 	notes := filepath.Join(env.Vault("sebastian"), "notes.md")
@@ -186,7 +188,7 @@ func TestActivityLogCannotBeForged(t *testing.T) {
 	if got := gitLog(t, env.VaultRoot, rel); strings.Join(got, "|") != strings.Join(commits, "|") {
 		t.Fatalf("log commits %q, want %q", got, commits)
 	}
-	if n := len(api.Requests()); n != 1+len(links) {
+	if n := len(api.Requests()); n != posts+len(links) {
 		t.Fatalf("LinkedIn got %d posts", n)
 	}
 }

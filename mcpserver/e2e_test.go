@@ -2,12 +2,9 @@ package mcpserver_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,91 +17,12 @@ import (
 	"github.com/majorhq/major/supervisor"
 )
 
-// turnRecorder is a supervisor.Sink that keeps the streamed text of the
-// current turn and signals its end.
-type turnRecorder struct {
-	mu   sync.Mutex
-	text strings.Builder
-	ends chan supervisor.Event
-}
-
-func newTurnRecorder() *turnRecorder { return &turnRecorder{ends: make(chan supervisor.Event, 4)} }
-
-func (r *turnRecorder) Publish(ev supervisor.Event) {
-	r.mu.Lock()
-	if ev.Kind == supervisor.EventTurnStart {
-		r.text.Reset()
-	}
-	if ev.Kind == supervisor.EventCLI && ev.Msg.Type == "stream_event" && ev.Msg.Event != nil &&
-		ev.Msg.Event.Delta != nil && ev.Msg.Event.Delta.Type == "text_delta" {
-		r.text.WriteString(ev.Msg.Event.Delta.Text)
-	}
-	r.mu.Unlock()
-	if ev.Kind == supervisor.EventTurnEnd {
-		r.ends <- ev
-	}
-}
-
-func (r *turnRecorder) wait(tb testing.TB, within time.Duration) (supervisor.Event, string) {
-	tb.Helper()
-	t := time.NewTimer(within)
-	defer t.Stop()
-	select {
-	case ev := <-r.ends:
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return ev, r.text.String()
-	case <-t.C:
-		tb.Fatalf("turn did not end within %s", within)
-		return supervisor.Event{}, ""
-	}
-}
-
-// linkedinSession is a real CLI session of person whose SDK MCP server
-// "linkedin" is srv, wired the way the server wires it.
-func linkedinSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, person string, rec *turnRecorder) *supervisor.CLI {
-	tb.Helper()
-	post := mcpserver.QualifiedName(mcpserver.ToolPost)
-	s := supervisor.NewCLI(supervisor.CLIConfig{
-		ID:     "s-" + person + "-" + strings.ReplaceAll(tb.Name(), "/", "-"),
-		Person: person,
-		Dir:    env.Vault(person),
-		Spec: supervisor.Spec{
-			Binary:         env.Binary,
-			Env:            env.ChildEnv(),
-			SystemPrompt:   "You are a test assistant.",
-			Tools:          []string{"Read", post},
-			AllowedTools:   []string{post},
-			PermissionMode: "acceptEdits",
-			SDKMCPServers:  []string{mcpserver.ServerName},
-			Grace:          2 * time.Second,
-		},
-		Handlers: func(sess *supervisor.CLI) supervisor.Handlers {
-			return supervisor.Handlers{
-				MCPMessage: func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error) {
-					if server != mcpserver.ServerName {
-						return nil, fmt.Errorf("unknown MCP server %q", server)
-					}
-					return srv.HandleMessage(ctx, sess.Person(), msg)
-				},
-			}
-		},
-		Sink:   rec,
-		Logger: zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.InfoLevel),
-	})
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Errorf("close session: %v", err)
-		}
-	})
-	return s
-}
-
 // TestPostThroughRealCLI drives two persons' real CLI sessions at once
 // against the scripted model: each asks the model to post, the CLI calls
 // the SDK MCP tool through mcp_message, LinkedIn (fake) gets the post with
 // that person's token, the model sees the URN, and each person's activity
-// log is committed in the vault repository.
+// log is committed in the vault repository. Sebastian's session then goes
+// on with TestActivityLogCannotBeForged's attacks.
 func TestPostThroughRealCLI(t *testing.T) {
 	t.Parallel()
 	env := clitest.New(t, nil)
@@ -120,11 +38,10 @@ func TestPostThroughRealCLI(t *testing.T) {
 	})
 
 	persons := []string{"sebastian", "petra"}
-	recs := map[string]*turnRecorder{}
+	recs := map[string]*clitest.Recorder{}
 	sessions := map[string]*supervisor.CLI{}
 	for _, p := range persons {
-		recs[p] = newTurnRecorder()
-		sessions[p] = linkedinSession(t, env, srv, p, recs[p])
+		sessions[p], recs[p] = guardedSession(t, env, srv, p)
 	}
 	for _, p := range persons {
 		if err := sessions[p].Send(context.Background(), `[[tool mcp__linkedin__linkedin_post {"text":"hello from `+p+`"}]]`); err != nil {
@@ -134,7 +51,8 @@ func TestPostThroughRealCLI(t *testing.T) {
 	result := regexp.MustCompile(`^RESULT<<Posted to LinkedIn: (urn:li:share:[0-9]+)>>$`)
 	urns := map[string]string{}
 	for _, p := range persons {
-		end, text := recs[p].wait(t, 90*time.Second)
+		end := recs[p].WaitEnd(t, 90*time.Second)
+		text := recs[p].Text()
 		if end.Err != nil || end.Msg == nil || end.Msg.IsError {
 			t.Fatalf("%s's turn: err=%v msg=%+v", p, end.Err, end.Msg)
 		}
@@ -169,4 +87,10 @@ func TestPostThroughRealCLI(t *testing.T) {
 			t.Errorf("%s's log commits: %q", p, commits)
 		}
 	}
+	if t.Failed() {
+		return
+	}
+	t.Run("ActivityLogCannotBeForged", func(t *testing.T) {
+		activityLogCannotBeForged(t, env, api, sessions["sebastian"], recs["sebastian"])
+	})
 }
