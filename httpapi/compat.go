@@ -59,10 +59,20 @@ func (s *Server) chatStream(c *gin.Context) {
 			if ev.Compat == nil {
 				return nil // not an event the compat clients know
 			}
-			return w.line(ev.Compat)
+			if !ev.Terminal {
+				return w.line(ev.Compat)
+			}
+			// The answer counts as delivered before its last line goes
+			// out: a client that has read it may send the same words at
+			// once, and that is a new message, not a resend of this one.
+			chat.Delivered(t, true)
+			if err := w.line(ev.Compat); err != nil {
+				chat.Delivered(t, false)
+				return err
+			}
+			return nil
 		}, ping)
 		if done {
-			chat.Delivered(t)
 			return
 		}
 	}
@@ -126,7 +136,7 @@ func (s *Server) chat(c *gin.Context) {
 		}
 		return
 	}
-	chat.Delivered(t)
+	chat.Delivered(t, true)
 	if terminal.Type == "error" {
 		var e errorLine
 		_ = json.Unmarshal(terminal.Compat, &e)

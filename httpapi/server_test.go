@@ -57,6 +57,9 @@ type harnessOpts struct {
 	// terminals, when set, makes the server's terminals run this command
 	// (a stand-in for the interactive claude) under a pty.
 	terminals []string
+	// wrap, when set, wraps the server's handler (to play a slow
+	// connection or a busy machine).
+	wrap func(http.Handler) http.Handler
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
@@ -96,7 +99,11 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 		manager = newTerminals(tb, o.terminals, log)
 		cfg.Terminals, terminals = manager, manager.Close
 	}
-	srv := httptest.NewServer(httpapi.NewServer(cfg))
+	var handler http.Handler = httpapi.NewServer(cfg)
+	if o.wrap != nil {
+		handler = o.wrap(handler)
+	}
+	srv := httptest.NewServer(handler)
 	tb.Cleanup(func() {
 		close(done)
 		srv.Close()

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"net"
@@ -411,3 +412,50 @@ func TestConcurrentMessagesAnsweredInOrder(t *testing.T) {
 		t.Fatalf("queued %v, started %v", queued, started)
 	}
 }
+
+// The same words sent again the moment the client has read its answer's
+// done are a new message (a person saying "yes" twice), never a resend
+// joined to the answer already delivered: the answer counts as delivered
+// before its last line goes out, not after.
+func TestSameMessageRightAfterDoneIsNew(t *testing.T) {
+	t.Parallel()
+	// The server's goroutine is held up right after its done line went
+	// out, as a busy machine may do, while the client reads on.
+	h := newHarness(t, harnessOpts{reply: scriptedReply, wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(&pausingWriter{ResponseWriter: w}, r)
+		})
+	}})
+	const msg = "[[say again]]"
+	sid := ""
+	for i := range 3 {
+		// Like the apps, the client takes done as the end and does not
+		// wait for the response to close.
+		s := h.OpenStream(t, "application/json", httpapitest.JSONBody(map[string]any{"message": msg, "session_id": sid}))
+		sid = httpapitest.Str(s.UpTo(t, "done"), "session_id")
+		s.Drop()
+		if n := h.timesSent(msg); n != i+1 {
+			t.Fatalf("after %d messages the CLI got %d: one was taken for a resend of the answer just read", i+1, n)
+		}
+	}
+}
+
+// pausingWriter pauses for a moment after flushing a done line.
+type pausingWriter struct {
+	http.ResponseWriter
+	done bool
+}
+
+func (w *pausingWriter) Write(b []byte) (int, error) {
+	w.done = w.done || bytes.Contains(b, []byte(`"type":"done"`))
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *pausingWriter) Flush() {
+	http.NewResponseController(w.ResponseWriter).Flush()
+	if w.done {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (w *pausingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

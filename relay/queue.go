@@ -399,11 +399,14 @@ func (c *Session) Queue() []QueuedMessage {
 	return out
 }
 
-// Delivered records that a chat-stream sent the whole of t's turn to its
-// client: a later identical message is then a new one.
-func (c *Session) Delivered(t *Ticket) {
+// Delivered records whether a chat-stream sent the whole of t's turn to
+// its client: a later identical message is then a new one, while one
+// after an undelivered answer is its resend. Record it before the last
+// line goes out (and take it back if writing fails): the client may send
+// its next message the moment it has read that line.
+func (c *Session) Delivered(t *Ticket, delivered bool) {
 	c.mu.Lock()
-	t.delivered = true
+	t.delivered = delivered
 	c.mu.Unlock()
 }
 
