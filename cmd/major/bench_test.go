@@ -34,6 +34,9 @@ import (
 type bareCLI struct {
 	proc *supervisor.Process
 	msgs chan *supervisor.Message
+	// cliTime is the last turn's duration as the CLI measured it (its
+	// result's duration_ms).
+	cliTime time.Duration
 }
 
 func startBare(tb testing.TB, env *clitest.Env) *bareCLI {
@@ -98,6 +101,7 @@ func (c *bareCLI) turn(tb testing.TB, text string, t0 time.Time) (first, end tim
 				first = time.Since(t0)
 			}
 			if m.Type == "result" {
+				c.cliTime = time.Duration(m.DurationMS) * time.Millisecond
 				return first, time.Since(t0)
 			}
 		case <-timeout.C:
@@ -209,16 +213,22 @@ func BenchmarkFollowUpTurn(b *testing.B) {
 	id, _, _ := s.chatTurn(b, "", "[[say first]]")
 	c := startBare(b, s.env)
 	c.turn(b, "[[say first]]", time.Time{})
-	var server, bare []time.Duration
+	var server, bare, serverOutside, bareOutside []time.Duration
+	var seq int64
+	s.lastCLITime(b, id, &seq)
 	// The order alternates, so neither side always runs on the CPU the
 	// other just warmed or loaded.
 	serverTurn := func() {
 		_, _, end := s.chatTurn(b, id, "[[say again]]")
 		server = append(server, end)
+		b.StopTimer()
+		serverOutside = append(serverOutside, end-s.lastCLITime(b, id, &seq))
+		b.StartTimer()
 	}
 	bareTurn := func() {
 		_, end := c.turn(b, "[[say again]]", time.Time{})
 		bare = append(bare, end)
+		bareOutside = append(bareOutside, end-c.cliTime)
 	}
 	i := 0
 	for b.Loop() {
@@ -232,6 +242,43 @@ func BenchmarkFollowUpTurn(b *testing.B) {
 		i++
 	}
 	reportRatio(b, server, bare)
+	// The two processes' own times for the same turn vary by more than
+	// the server adds (tens of percent from one run to the next), so the
+	// time each turn spent outside its CLI (message to done, less the
+	// result's duration_ms) is compared too: x-same-cli is the bare
+	// median plus what the server adds to it, over the bare median.
+	added := median(serverOutside) - median(bareOutside)
+	b.ReportMetric(float64(added.Microseconds())/1000, "added-ms")
+	b.ReportMetric(float64(median(bare)+added)/float64(median(bare)), "x-same-cli")
+}
+
+// lastCLITime reads session id's events after *seq up to the next turn's
+// end and returns that turn's duration as its CLI measured it; *seq
+// moves past it.
+func (s *server) lastCLITime(tb testing.TB, id string, seq *int64) time.Duration {
+	tb.Helper()
+	resp := s.req(tb, "GET", fmt.Sprintf("/api/claude/sessions/%s/events?after=%d&types=done,error", id, *seq), "")
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		var ev struct {
+			Seq   int64  `json:"seq"`
+			Type  string `json:"type"`
+			Usage *struct {
+				DurationMS int64 `json:"duration_ms"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(lines.Bytes(), &ev) != nil || (ev.Type != "done" && ev.Type != "error") {
+			continue
+		}
+		*seq = ev.Seq
+		if ev.Type == "error" || ev.Usage == nil {
+			tb.Fatalf("turn without the CLI's figures: %s", lines.Text())
+		}
+		return time.Duration(ev.Usage.DurationMS) * time.Millisecond
+	}
+	tb.Fatalf("events ended without a turn's end: %v", lines.Err())
+	return 0
 }
 
 // BenchmarkResumeFirstText times the first text of a message to a chat
