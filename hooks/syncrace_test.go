@@ -183,7 +183,7 @@ func TestFileToolsAndGitSyncsExcludeEachOther(t *testing.T) {
 	seb, sebRec := startSession(t, env, "sebastian", "race-s", h, nil)
 	petra, petraRec := startWatchedSession(t, env, "petra", "race-p", h, model.window)
 
-	const rounds = 3
+	const rounds = 2
 	wantS, wantP := "sebastian's notes\n", "petra's notes\n"
 	for r := 1; r <= rounds; r++ {
 		// The remote moves on.

@@ -155,8 +155,8 @@ func sampleMost(tb testing.TB, env *clitest.Env, pool *warmPool) (most func() in
 //   - a waiting process started with another configuration never serves
 //     a session and is replaced;
 //   - a brand-new CLI knowing only the conversation id (as after a server
-//     restart) resumes it, and when the pool is full the waiting process
-//     that has waited longest gives its slot up to it;
+//     restart) resumes it, and when the pool is full a waiting process
+//     gives its slot up to it;
 //   - there are never more processes than the limit, and nothing the
 //     pool started outlives it.
 func TestWarmPoolThroughCLI(t *testing.T) {
@@ -224,12 +224,6 @@ func TestWarmPoolThroughCLI(t *testing.T) {
 		if s.CLISessionID() == "" {
 			t.Fatal("no cli session id recorded for the pooled conversation")
 		}
-		// A replacement waits for the next new session.
-		next := waitWarm(t, pool, "sebastian", 1)
-		if next[0] == sebWaiting[0] {
-			t.Fatal("the taken process still counts as waiting")
-		}
-		sebWaiting = next
 	})
 	step("many turns on one process", func(t *testing.T) {
 		pid := s.Pid()
@@ -253,15 +247,11 @@ func TestWarmPoolThroughCLI(t *testing.T) {
 			t.Fatal("no system/status event passed through")
 		}
 	})
-	step("busy while a turn runs", func(t *testing.T) {
-		send(t, s, "[[slow 10 100]]")
+	step("busy while a turn runs, and interrupted", func(t *testing.T) {
+		send(t, s, "[[slow 200 100]]")
 		if err := s.Send(context.Background(), "again"); !errors.Is(err, supervisor.ErrBusy) {
 			t.Fatalf("second send during a turn: %v, want ErrBusy", err)
 		}
-		rec.WaitEnd(t, 60*time.Second)
-	})
-	step("interrupt a slow turn", func(t *testing.T) {
-		send(t, s, "[[slow 200 100]]")
 		waitFor(t, 30*time.Second, func() bool { return strings.Contains(rec.Text(), "tick") })
 		pid := s.Pid()
 		if err := s.Interrupt(context.Background()); err != nil {
@@ -280,6 +270,14 @@ func TestWarmPoolThroughCLI(t *testing.T) {
 		if got := rec.Turn(t, s, "[[say after interrupt]]"); got != "after interrupt" {
 			t.Fatalf("turn after interrupt: %q", got)
 		}
+	})
+	step("a replacement waits for the next new session", func(t *testing.T) {
+		// It started while the turns above ran.
+		next := waitWarm(t, pool, "sebastian", 1)
+		if next[0] == sebWaiting[0] {
+			t.Fatal("the taken process still counts as waiting")
+		}
+		sebWaiting = next
 	})
 	const before = "HISTORY: [[say first answer]] | second message | [[recall]] | "
 	step("killed mid-turn resumes in a new process", func(t *testing.T) {
