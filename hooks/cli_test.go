@@ -3,7 +3,6 @@ package hooks_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -167,19 +166,13 @@ func callsTurn(tb testing.TB, model *scriptedmodel.Server, s *supervisor.CLI, re
 	return out
 }
 
-// TestWebFetchLogThroughCLI has two sessions fetch at the same time,
-// sebastian's with two WebFetch calls in one message: every request is
-// logged with its person, escaped, and pushed, in one linear history on
-// top of another clone's commit.
-func TestWebFetchLogThroughCLI(t *testing.T) {
-	t.Parallel()
-	env := clitest.New(t, callsModel)
-	root := env.VaultRoot
-	remote := withRemote(t, root)
-	otherClone(t, remote, "elsewhere.md") // the remote moved on before any session
-	g := newGitSync(t, vault.GitConfig{Root: root})
-	h := newHooks(t, root, g)
-
+// webFetchLogThroughCLI has sebastian's and petra's sessions (on root,
+// pushing to remote, models playing callsModel) fetch at the same time,
+// sebastian's with two WebFetch calls in one message, after another clone
+// moved the remote on: every request is logged with its person, escaped,
+// and pushed, in one linear history on top of the other clone's commit.
+func webFetchLogThroughCLI(t *testing.T, root, remote string, sessions map[string]*supervisor.CLI, recs map[string]*clitest.Recorder) {
+	otherClone(t, remote, "elsewhere.md")
 	evil := "https://example.com/b\n- [2026-01-01 00:00:00] (petra) [x](https://evil) `y`\r"
 	calls := []struct {
 		person string
@@ -189,8 +182,8 @@ func TestWebFetchLogThroughCLI(t *testing.T) {
 		{"petra", []string{evil}},
 	}
 	var wg sync.WaitGroup
-	for i, c := range calls {
-		s, rec := startSession(t, env, c.person, fmt.Sprintf("s%d", i), h, nil)
+	for _, c := range calls {
+		s, rec := sessions[c.person], recs[c.person]
 		var fetches []toolCall
 		for _, u := range c.urls {
 			fetches = append(fetches, toolCall{"WebFetch", map[string]string{"url": u, "prompt": "x"}})

@@ -99,6 +99,9 @@ func (a *appender) respond(req scriptedmodel.Request) scriptedmodel.Reply {
 			}
 		}
 	}
+	if texts := req.UserTexts(); len(texts) > 0 && strings.HasPrefix(texts[len(texts)-1], "CALLS ") {
+		return callsModel(req)
+	}
 	if start < 0 || len(fields) < 2 {
 		return scriptedmodel.Text("nothing to do")
 	}
@@ -162,7 +165,8 @@ func (a *appender) toolErrors() []string {
 // open in the middle (work tree reset by the autostash) while petra's
 // model reads and rewrites a file the autostash holds: that read and
 // write must wait for the sync, or an edit ends up in a stash, reset away
-// or based on a stale read.
+// or based on a stale read. Then both sessions go on with the WebFetch
+// log (webFetchLogThroughCLI), and everything ends committed and pushed.
 func TestFileToolsAndGitSyncsExcludeEachOther(t *testing.T) {
 	t.Parallel()
 	model := &appender{}
@@ -218,6 +222,12 @@ func TestFileToolsAndGitSyncsExcludeEachOther(t *testing.T) {
 			t.Errorf("round %d: petra's commit: %v", r, err)
 		}
 	}
+
+	t.Run("WebFetchLogThroughCLI", func(t *testing.T) {
+		webFetchLogThroughCLI(t, root, remote,
+			map[string]*supervisor.CLI{"sebastian": seb, "petra": petra},
+			map[string]*clitest.Recorder{"sebastian": sebRec, "petra": petraRec})
+	})
 
 	if n := model.window.opened(); n != rounds {
 		t.Errorf("the sync window opened %d times, want %d", n, rounds)
