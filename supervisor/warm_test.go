@@ -104,6 +104,17 @@ func pooledSession(tb testing.TB, env *clitest.Env, pool *warmPool, person, name
 	})
 }
 
+// lastEnd is the last turn end rec saw.
+func lastEnd(rec *clitest.Recorder) supervisor.Event {
+	events := rec.Events()
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Kind == supervisor.EventTurnEnd {
+			return events[i]
+		}
+	}
+	return supervisor.Event{}
+}
+
 // sampleMost records, until the test ends, the most claude process groups
 // of the test and the most processes the pool counted at once.
 func sampleMost(tb testing.TB, env *clitest.Env, pool *warmPool) (most func() int) {
@@ -216,6 +227,9 @@ func TestWarmPoolThroughCLI(t *testing.T) {
 	step("new session starts in the waiting process", func(t *testing.T) {
 		if got := rec.Turn(t, s, "[[say first answer]]"); got != "first answer" {
 			t.Fatalf("first turn text = %q", got)
+		}
+		if ev := lastEnd(rec); ev.Msg == nil || ev.Msg.IsError {
+			t.Fatalf("first turn ended without the CLI's result: %+v", ev.Msg)
 		}
 		if s.Pid() != sebWaiting[0] {
 			t.Fatalf("first turn ran in pid %d, the waiting process was %d", s.Pid(), sebWaiting[0])
