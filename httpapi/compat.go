@@ -36,13 +36,11 @@ var pingLine = []byte(`{"type":"ping"}`)
 
 // chatStream is the compat streaming endpoint of shared/seeds/004.
 func (s *Server) chatStream(c *gin.Context) {
-	chat, t, req, ok := s.chatTicket(c)
+	chat, t, _, detach, ok := s.chatTicket(c, true)
 	if !ok {
 		return
 	}
-	if req.Interactive {
-		defer chat.AttachInteractive()()
-	}
+	defer detach()
 	w := newLineWriter(c, s.cfg.WriteTimeout)
 	// The headers go out at once: a proxy with an idle limit must not cut
 	// a message that waits for its turn.
@@ -105,7 +103,7 @@ func streamEndMessage(err error) string {
 // chat is the compat non-streaming endpoint: the same turn, answered as one
 // JSON object.
 func (s *Server) chat(c *gin.Context) {
-	chat, t, _, ok := s.chatTicket(c)
+	chat, t, _, _, ok := s.chatTicket(c, false)
 	if !ok {
 		return
 	}

@@ -305,30 +305,40 @@ func (s *Server) bind(c *gin.Context, req validated) bool {
 // the message. The same text as a message already on its way in that
 // session (or, without a known session id, one that opened a session of
 // the person's) is a client sending again after its connection dropped:
-// it follows that message instead of reaching the model twice.
-func (s *Server) chatTicket(c *gin.Context) (*relay.Session, *relay.Ticket, chatRequest, bool) {
-	var req chatRequest
+// it follows that message instead of reaching the model twice. With
+// attach, a request that says it can answer questions is counted as an
+// interactive client before its message goes in (the CLI may ask at
+// once), until detach is called.
+func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t *relay.Ticket, req chatRequest, detach func(), ok bool) {
+	detach = func() {}
 	if !s.bind(c, &req) {
-		return nil, nil, req, false
+		return nil, nil, req, detach, false
 	}
 	person := personOf(c)
 	chat, err := s.cfg.Registry.Get(req.SessionID, person)
 	opened := err != nil
 	if opened {
 		if prev, t := s.cfg.Registry.ResendTarget(person, req.Message); t != nil {
-			return prev, t, req, true
+			if attach && req.Interactive {
+				detach = prev.AttachInteractive()
+			}
+			return prev, t, req, detach, true
 		}
 		if chat, err = s.cfg.Registry.GetOrCreate("", person); err != nil {
 			s.fail(c, err)
-			return nil, nil, req, false
+			return nil, nil, req, detach, false
 		}
 	}
-	t, err := s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened})
-	if err != nil {
-		s.fail(c, err)
-		return nil, nil, req, false
+	if attach && req.Interactive {
+		detach = chat.AttachInteractive()
 	}
-	return chat, t, req, true
+	t, err = s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened})
+	if err != nil {
+		detach()
+		s.fail(c, err)
+		return nil, nil, req, func() {}, false
+	}
+	return chat, t, req, detach, true
 }
 
 // Statuses a waiting chat-stream shows.
