@@ -32,15 +32,24 @@ type Day struct {
 	DurationMS               int64   `json:"duration_ms"`
 }
 
+// add counts one message whose turn used u.
 func (d *Day) add(u *supervisor.Usage) {
-	d.Messages++
-	d.AgentTurns += u.NumTurns
-	d.CostUSD += u.CostUSD
-	d.InputTokens += u.InputTokens
-	d.OutputTokens += u.OutputTokens
-	d.CacheReadInputTokens += u.CacheReadInputTokens
-	d.CacheCreationInputTokens += u.CacheCreationInputTokens
-	d.DurationMS += u.DurationMS
+	d.plus(Day{Messages: 1, AgentTurns: u.NumTurns, CostUSD: u.CostUSD,
+		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
+		DurationMS: u.DurationMS})
+}
+
+// plus adds o's counts (not its date) to d.
+func (d *Day) plus(o Day) {
+	d.Messages += o.Messages
+	d.AgentTurns += o.AgentTurns
+	d.CostUSD += o.CostUSD
+	d.InputTokens += o.InputTokens
+	d.OutputTokens += o.OutputTokens
+	d.CacheReadInputTokens += o.CacheReadInputTokens
+	d.CacheCreationInputTokens += o.CacheCreationInputTokens
+	d.DurationMS += o.DurationMS
 }
 
 // Sum adds days up; its Date is the span "oldest/newest" of days, given
@@ -48,14 +57,7 @@ func (d *Day) add(u *supervisor.Usage) {
 func Sum(days []Day) Day {
 	var t Day
 	for _, d := range days {
-		t.Messages += d.Messages
-		t.AgentTurns += d.AgentTurns
-		t.CostUSD += d.CostUSD
-		t.InputTokens += d.InputTokens
-		t.OutputTokens += d.OutputTokens
-		t.CacheReadInputTokens += d.CacheReadInputTokens
-		t.CacheCreationInputTokens += d.CacheCreationInputTokens
-		t.DurationMS += d.DurationMS
+		t.plus(d)
 	}
 	if len(days) > 0 {
 		t.Date = days[len(days)-1].Date + "/" + days[0].Date
