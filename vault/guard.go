@@ -121,13 +121,13 @@ func protectedReason(el, name string) string {
 // is spelled as a path inside it, else p itself.
 func (g Guard) written(person, vault, cwd, p string) string {
 	if !filepath.IsAbs(p) {
-		if c := filepath.Clean(cwd); c != vault && inside(vault, c) {
+		if c := filepath.Clean(cwd); c != vault && Within(vault, c) {
 			return relTo(vault, c) + "/" + p
 		}
 		return p
 	}
 	for _, dir := range []string{vault, filepath.Join(g.VaultRoot, person)} {
-		if c := filepath.Clean(p); inside(dir, c) {
+		if c := filepath.Clean(p); Within(dir, c) {
 			return relTo(dir, c)
 		}
 	}
@@ -210,7 +210,7 @@ func (g Guard) resolve(vault, cwd, p string) (string, string) {
 	if err != nil {
 		return "", fmt.Sprintf("Access denied: %q cannot be resolved safely (%v).", p, errors.Unwrap(err))
 	}
-	if !inside(vault, real) {
+	if !Within(vault, real) {
 		return "", denied
 	}
 	return real, ""
@@ -240,12 +240,6 @@ func realPath(p string) (string, error) {
 		rest = filepath.Join(filepath.Base(cur), rest)
 		cur = parent
 	}
-}
-
-// inside reports whether p is dir or below it; both are clean and absolute.
-func inside(dir, p string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }
 
 // checkGlob refuses a file pattern that reaches outside the vault: an
