@@ -730,6 +730,15 @@ func (s *Registry) active(person string) {
 }
 
 // sessionsOf is the person's sessions, in no order.
+// allLocked is every session; s.mu is held.
+func (s *Registry) allLocked() []*Session {
+	all := make([]*Session, 0, len(s.byID))
+	for _, c := range s.byID {
+		all = append(all, c)
+	}
+	return all
+}
+
 func (s *Registry) sessionsOf(person string) []*Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -787,10 +796,7 @@ func (s *Registry) Metrics() *Metrics { return s.metrics }
 
 func (s *Registry) counts() (sessions, subscribers int) {
 	s.mu.Lock()
-	chats := make([]*Session, 0, len(s.byID))
-	for _, c := range s.byID {
-		chats = append(chats, c)
-	}
+	chats := s.allLocked()
 	s.mu.Unlock()
 	for _, c := range chats {
 		subscribers += c.stream.Subscribers()
@@ -821,10 +827,7 @@ func (s *Registry) Send(ctx context.Context, c *Session, text string) error {
 func (s *Registry) Shutdown(ctx context.Context) {
 	s.mu.Lock()
 	s.shutdown = true
-	chats := make([]*Session, 0, len(s.byID))
-	for _, c := range s.byID {
-		chats = append(chats, c)
-	}
+	chats := s.allLocked()
 	s.mu.Unlock()
 	for _, c := range chats {
 		c.cancelQueue(ErrShutdown)
@@ -891,10 +894,7 @@ func (s *Registry) Close() {
 	s.endMu.Unlock()
 	s.endings.Wait()
 	s.mu.Lock()
-	chats := make([]*Session, 0, len(s.byID))
-	for _, c := range s.byID {
-		chats = append(chats, c)
-	}
+	chats := s.allLocked()
 	s.mu.Unlock()
 	for _, c := range chats {
 		c.cancelQueue(ErrShutdown)
