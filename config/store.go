@@ -127,6 +127,8 @@ func (s *Store) Limits(person string) Limits {
 // layer as last read while its settings file is unchanged.
 func (s *Store) refreshSettings(key string) Layer {
 	if st := s.layers[key]; st != nil && st.stamp != "" {
+		// The stamp's first line is the settings file's: files lists
+		// it first.
 		line, _, _ := strings.Cut(st.stamp, "\n")
 		if fileStamp(filepath.Join(s.cfg.Dir, key, SettingsFile)) == line {
 			return st.good
@@ -212,6 +214,8 @@ func (s *Store) refresh(key string) Layer {
 // skills/<name>/SKILL.md, sorted.
 func (s *Store) files(key string) ([]string, error) {
 	dir := filepath.Join(s.cfg.Dir, key)
+	// The settings file comes first: refreshSettings reads its line of
+	// the stamp.
 	files := []string{filepath.Join(dir, SettingsFile), filepath.Join(dir, MCPFile), filepath.Join(dir, PromptFile)}
 	skills := filepath.Join(dir, SkillsDir)
 	if err := s.checkOutside(skills); err != nil {
