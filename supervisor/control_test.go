@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/internal/procgroup"
 )
 
 type transcriptLine struct {
@@ -265,6 +267,25 @@ func TestCloseEscalatesToKill(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal("second Close:", err)
+	}
+}
+
+func TestCloseLeavesNoGroupMemberBehind(t *testing.T) {
+	// The CLI's own children (a tool's shell, say) are in its process
+	// group; one that outlives the CLI is killed with it, and Close returns
+	// only once the whole group is gone.
+	p, col := script(t, `(trap "" TERM HUP; exec sleep 30 </dev/null >/dev/null 2>&1) & cat >/dev/null`, Handlers{})
+	pid := p.Pid()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := col.wait(t); err != nil {
+		t.Fatalf("exit after Close should be clean, got %v", err)
+	}
+	// SIGKILL is on its way to the sleep when Close returns; it ends at
+	// once.
+	if live := procgroup.WaitGone(pid, time.Second); len(live) != 0 {
+		t.Fatalf("process group %d still has %v after Close", pid, live)
 	}
 }
 

@@ -7,13 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/clitest"
+	"github.com/majorhq/major/internal/procgroup"
 	"github.com/majorhq/major/scriptedmodel"
 	"github.com/majorhq/major/supervisor"
 )
@@ -54,17 +54,8 @@ func newSession(tb testing.TB, env *clitest.Env, rec *clitest.Recorder, mutate f
 // assertGroupGone fails the test if any process of the group is left.
 func assertGroupGone(tb testing.TB, pgid int) {
 	tb.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		err := syscall.Kill(-pgid, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Errorf("process group %d still has processes (kill 0: %v)", pgid, err)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if live := procgroup.WaitGone(pgid, 3*time.Second); len(live) != 0 {
+		tb.Errorf("process group %d still has processes %v", pgid, live)
 	}
 }
 

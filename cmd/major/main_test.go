@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,13 +15,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/majorhq/major/clitest"
+	"github.com/majorhq/major/internal/procgroup"
 	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/linkedin/linkedintest"
 	"github.com/majorhq/major/mcpserver"
@@ -413,8 +412,8 @@ func TestServeFullStack(t *testing.T) {
 		}
 		for _, p := range pids {
 			pid, _ := strconv.Atoi(p.Name())
-			if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
-				t.Fatalf("claude group %d survived shutdown", pid)
+			if live := procgroup.WaitGone(pid, time.Second); len(live) != 0 {
+				t.Fatalf("claude group %d survived shutdown: %v", pid, live)
 			}
 		}
 		if left, _ := os.ReadDir(filepath.Join(s.logsStateDir(t), "pids")); len(left) != 0 {
