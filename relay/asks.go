@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -78,7 +79,8 @@ type Answer struct {
 type ask struct {
 	id    string
 	kind  string // question or permission
-	event *Event
+	turn  int    // the CLI's turn that asked (Session.cliTurns)
+	event *Event // nil until published
 	reply chan Answer
 }
 
@@ -95,15 +97,18 @@ func newAsks() *asks {
 	return &asks{pending: map[string]*ask{}, remembered: map[string]bool{}}
 }
 
-// cancelAll ends every pending ask (the turn ended or was interrupted).
-// Called with c.mu held.
-func (a *asks) cancelAll(c *Session) {
+// cancelUpTo ends the pending asks of the turns up to turn (the turn ended
+// or was interrupted). c.mu is held.
+func (a *asks) cancelUpTo(c *Session, turn int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, p := range a.pending {
+		if p.turn > turn {
+			continue
+		}
 		delete(a.pending, id)
 		p.reply <- Answer{Interrupt: true, Message: "The turn was interrupted."}
-		c.stream.publishJSON(answeredEvent{Type: p.kind + "_answered", RequestID: id, Outcome: "cancelled"}, false, false)
+		c.publishInOrder(answeredEvent{Type: p.kind + "_answered", RequestID: id, Outcome: "cancelled"}, nil)
 	}
 }
 
@@ -112,7 +117,7 @@ func (a *asks) cancelAll(c *Session) {
 // interrupted in-band.
 func (c *Session) Interrupt(ctx context.Context) error {
 	c.mu.Lock()
-	c.asks.cancelAll(c)
+	c.asks.cancelUpTo(c, math.MaxInt)
 	c.mu.Unlock()
 	return c.sess.Interrupt(ctx)
 }
@@ -123,7 +128,9 @@ func (c *Session) PendingEvents() []*Event {
 	c.asks.mu.Lock()
 	out := make([]*Event, 0, len(c.asks.pending)+1)
 	for _, p := range c.asks.pending {
-		out = append(out, p.event)
+		if p.event != nil { // nil: waiting behind a turn's end
+			out = append(out, p.event)
+		}
 	}
 	c.asks.mu.Unlock()
 	if d := c.pendingDraft(); d != nil {
@@ -160,7 +167,7 @@ func (c *Session) Answer(kind, requestID string, ans Answer) error {
 			ev.Behavior = "allow"
 		}
 	}
-	c.stream.publishJSON(ev, false, false)
+	c.publishInOrder(ev, nil)
 	return nil
 }
 
@@ -193,10 +200,15 @@ func (c *Session) wait(ctx context.Context, kind string, body func(id string) ty
 	id := uuid.NewString()
 	p := &ask{id: id, kind: kind, reply: make(chan Answer, 1)}
 	c.mu.Lock()
+	p.turn = c.cliTurns
 	c.asks.mu.Lock()
-	p.event = c.stream.publishJSON(body(id), false, false)
 	c.asks.pending[id] = p
 	c.asks.mu.Unlock()
+	c.publishInOrder(body(id), func(e *Event) {
+		c.asks.mu.Lock()
+		p.event = e
+		c.asks.mu.Unlock()
+	})
 	c.mu.Unlock()
 	c.sess.SetWaiting(true)
 	defer c.sess.SetWaiting(false)
@@ -223,7 +235,7 @@ func (c *Session) expire(id, kind, outcome string) {
 	delete(c.asks.pending, id)
 	c.asks.mu.Unlock()
 	if ok {
-		c.stream.publishJSON(answeredEvent{Type: kind + "_answered", RequestID: id, Outcome: outcome}, false, false)
+		c.publishInOrder(answeredEvent{Type: kind + "_answered", RequestID: id, Outcome: outcome}, nil)
 	}
 }
 

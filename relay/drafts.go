@@ -87,7 +87,7 @@ type draft struct {
 	id    string
 	tool  string
 	input string // canonical JSON
-	event *Event
+	event *Event // nil until published
 	// n numbers the session's drafts: a message decides this draft only
 	// if the session accepted it after the draft was made.
 	n uint64
@@ -151,12 +151,16 @@ func (c *Session) holdDraft(req *supervisor.ControlRequest) supervisor.Permissio
 	d.n = c.drafts.made
 	if old := c.drafts.cur; old != nil && !old.approved {
 		c.asks.markAnswered(old.id)
-		c.stream.publishJSON(draftAnsweredEvent{Type: "draft_answered", RequestID: old.id, Outcome: "expired", Reason: "replaced"}, false, false)
+		c.publishInOrder(draftAnsweredEvent{Type: "draft_answered", RequestID: old.id, Outcome: "expired", Reason: "replaced"}, nil)
 	}
-	d.event = c.stream.publishJSON(draftEvent{Type: "draft", RequestID: d.id, Tool: d.tool, Input: json.RawMessage(d.input),
-		Reason: "Waiting for the person to confirm in chat."}, false, false)
 	c.drafts.cur = d
 	c.drafts.mu.Unlock()
+	c.publishInOrder(draftEvent{Type: "draft", RequestID: d.id, Tool: d.tool, Input: json.RawMessage(d.input),
+		Reason: "Waiting for the person to confirm in chat."}, func(e *Event) {
+		c.drafts.mu.Lock()
+		d.event = e
+		c.drafts.mu.Unlock()
+	})
 	c.mu.Unlock()
 	return supervisor.PermissionResult{Message: draftMessage(req.ToolName, input)}
 }
@@ -260,7 +264,7 @@ func (c *Session) answerDraft(requestID string, ans Answer) bool {
 		c.asks.remembered[d.tool] = ans.Allow
 		c.asks.mu.Unlock()
 	}
-	c.stream.publishJSON(ev, false, false)
+	c.publishInOrder(ev, nil)
 	return true
 }
 

@@ -231,12 +231,18 @@ type Session struct {
 	terminal bool
 	// onTurnEnd starts the turn-end hook for a turn-end event and reports
 	// whether it did (nil: there is none). While it runs, ending is set
-	// and the session's events wait in held, in order.
+	// and the session's events wait in held, in order: the CLI's, and
+	// those a request of the CLI made meanwhile (publishInOrder).
 	onTurnEnd func(end supervisor.Event) bool
 	ending    bool
-	held      []supervisor.Event
-	drafts    drafts
-	queue     turnQueue
+	held      []heldEvent
+	// cliTurns counts the turns started on the CLI, as they arrive;
+	// endedTurns the turn ends published. A question belongs to the turn
+	// the CLI was running when it asked (ask.turn).
+	cliTurns, endedTurns int
+
+	drafts drafts
+	queue  turnQueue
 	// ctx bounds the starts of this chat's turns; dispatch starts one.
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -260,18 +266,21 @@ func (c *Session) Publish(ev supervisor.Event) {
 	// A draft is decided as the person's message goes to the CLI, before
 	// anything of its turn can run, even while the turn's events wait.
 	c.draftHook(ev)
+	if ev.Kind == supervisor.EventTurnStart {
+		c.cliTurns++
+	}
 	// The session is free for the next message as soon as the CLI's turn
 	// ended, even while that turn's events wait.
 	if c.queueSees(ev) {
 		return
 	}
 	if c.ending {
-		c.held = append(c.held, ev)
+		c.held = append(c.held, heldEvent{ev: ev})
 		return
 	}
 	if ev.Kind == supervisor.EventTurnEnd && c.onTurnEnd != nil {
 		// Questions still open belong to the turn that just ended.
-		c.asks.cancelAll(c)
+		c.asks.cancelUpTo(c, c.endedTurns+1)
 		if c.onTurnEnd(ev) {
 			c.ending = true
 			return
@@ -280,14 +289,42 @@ func (c *Session) Publish(ev supervisor.Event) {
 	c.apply(ev)
 }
 
+// heldEvent is one event waiting behind a turn's end hook: a CLI event, or
+// the publication of one a request of the CLI made (publish).
+type heldEvent struct {
+	ev      supervisor.Event
+	publish func()
+}
+
+// publishInOrder publishes an event that a request of the CLI made (a
+// question, a draft, their answers) in the order of the turn it belongs
+// to: while the turn before waits for its end hook, it waits behind that
+// end and the new turn's start, as the CLI's own events do. then, if not
+// nil, gets the published event. c.mu is held.
+func (c *Session) publishInOrder(body typed, then func(*Event)) {
+	publish := func() {
+		e := c.stream.publishJSON(body, false, false)
+		if then != nil {
+			then(e)
+		}
+	}
+	if c.ending {
+		c.held = append(c.held, heldEvent{publish: publish})
+		return
+	}
+	publish()
+}
+
 // finishTurn runs the turn-end hook for end (a turn-end event), publishes
 // its status and then end, and then the events held meanwhile; a turn end
 // among them runs the hook again. It runs in its own goroutine, owned by
-// Sessions.
+// Sessions. While it holds c.mu it publishes in order itself, so ending
+// is cleared then.
 func (c *Session) finishTurn(end supervisor.Event, hook func() string) {
 	for {
 		status := hook()
 		c.mu.Lock()
+		c.ending = false
 		if status != "" {
 			c.apply(supervisor.Event{Kind: supervisor.EventNotice, Text: status, Time: time.Now()})
 		}
@@ -295,19 +332,23 @@ func (c *Session) finishTurn(end supervisor.Event, hook func() string) {
 		held := c.held
 		c.held = nil
 		next := -1
-		for i, ev := range held {
-			if ev.Kind == supervisor.EventTurnEnd {
+		for i, h := range held {
+			if h.publish != nil {
+				h.publish()
+				continue
+			}
+			if h.ev.Kind == supervisor.EventTurnEnd {
 				next = i
 				break
 			}
-			c.apply(ev)
+			c.apply(h.ev)
 		}
 		if next < 0 {
-			c.ending = false
 			c.mu.Unlock()
 			return
 		}
-		end = held[next]
+		c.ending = true
+		end = held[next].ev
 		c.held = held[next+1:]
 		c.mu.Unlock()
 	}
@@ -318,8 +359,10 @@ func (c *Session) apply(ev supervisor.Event) {
 	var took time.Duration
 	var failed bool
 	if ev.Kind == supervisor.EventTurnEnd {
-		// Questions still open belong to the turn that just ended.
-		c.asks.cancelAll(c)
+		// Questions still open belong to the turn that just ended; the
+		// next turn's may be open already.
+		c.endedTurns = min(c.endedTurns+1, c.cliTurns)
+		c.asks.cancelUpTo(c, c.endedTurns)
 		// Counted before the terminal event goes out, so a client that saw
 		// the turn end also sees it in the metrics.
 		took = ev.Time.Sub(c.turnStarted)
