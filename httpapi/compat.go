@@ -63,15 +63,18 @@ func (s *Server) chatStream(c *gin.Context) {
 			// The answer counts as delivered before its last line goes
 			// out: a client that has read it may send the same words at
 			// once, and that is a new message, not a resend of this one.
-			// A client already gone gets nothing, however the write to its
-			// closed connection turns out: its resend gets this answer.
+			// So a client that closes the connection after the line went
+			// out is no sign of a lost answer (the apps all do so); a
+			// client already gone gets nothing, however the write to its
+			// closed connection turns out, and its resend gets this
+			// answer.
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			chat.Delivered(t, true)
-			if err := w.line(ev.Compat); err != nil || ctx.Err() != nil {
+			if err := w.line(ev.Compat); err != nil {
 				chat.Delivered(t, false)
-				return errors.Join(err, ctx.Err())
+				return err
 			}
 			return nil
 		}, ping)

@@ -128,6 +128,21 @@ func (h *harness) timesSent(text string) int {
 	return n
 }
 
+// gone waits until no client follows session id any more: the server
+// noticed that the clients that dropped are gone.
+func (h *harness) gone(tb testing.TB, id string) {
+	tb.Helper()
+	chat, err := h.sessions.Get(id, "sebastian")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); chat.Stream().Subscribers() > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("session %s still has %d subscribers", id, chat.Stream().Subscribers())
+		}
+	}
+}
+
 // turn waits until a chat's fake CLI runs a turn on message and returns
 // that CLI, so the test can stream the answer and end the turn.
 func (h *harness) turn(tb testing.TB, message string) *relaytest.CLI {

@@ -292,12 +292,16 @@ func TestResendAfterDroppedStreamShowsWholeAnswer(t *testing.T) {
 		t.Fatalf("resent running message streamed %q in %v", got, evs)
 	}
 
-	// One drops and the turn ends before the resend arrives.
+	// One drops and the turn ends before the resend arrives. (The server
+	// notices a drop before the turn ends: a connection closed in the
+	// very instant its done line is written cannot be told from one
+	// closed by the client that read it.)
 	finished := "finished"
 	s = h.OpenStream(t, httpapitest.FormType, httpapitest.Form(finished, sid))
 	finish = started(finished)
 	s.UpTo(t, "text")
 	s.Drop()
+	h.gone(t, sid)
 	finish()
 	a, closeA := h.Attach(t, sid, "types=done")
 	httpapitest.Until(t, a, "done")
@@ -413,10 +417,11 @@ func TestConcurrentMessagesAnsweredInOrder(t *testing.T) {
 	}
 }
 
-// The same words sent again the moment the client has read its answer's
-// done are a new message (a person saying "yes" twice), never a resend
-// joined to the answer already delivered: the answer counts as delivered
-// before its last line goes out, not after.
+// The same words sent again after the client has read its answer's done
+// are a new message (a person saying "yes" twice), never a resend joined
+// to the answer already delivered: the answer counts as delivered before
+// its last line goes out, not after, and the client closing the
+// connection once it has read that line (as the apps do) does not undo it.
 func TestSameMessageRightAfterDoneIsNew(t *testing.T) {
 	t.Parallel()
 	// The server's goroutine is held up right after its done line went
@@ -428,12 +433,17 @@ func TestSameMessageRightAfterDoneIsNew(t *testing.T) {
 	}})
 	const msg = "[[say again]]"
 	sid := ""
-	for i := range 3 {
+	for i := range 4 {
 		// Like the apps, the client takes done as the end and does not
 		// wait for the response to close.
 		s := h.OpenStream(t, "application/json", httpapitest.JSONBody(map[string]any{"message": msg, "session_id": sid}))
 		sid = httpapitest.Str(s.UpTo(t, "done"), "session_id")
 		s.Drop()
+		if i%2 == 1 {
+			// This time the server is done with the stream, and has
+			// seen it closed, before the same words come again.
+			h.gone(t, sid)
+		}
 		if n := h.timesSent(msg); n != i+1 {
 			t.Fatalf("after %d messages the CLI got %d: one was taken for a resend of the answer just read", i+1, n)
 		}
