@@ -23,12 +23,11 @@ run: claude build
 	bash scripts/run-demo.sh
 
 # Every test: lint (vet and staticcheck), the Go packages (real-CLI ones
-# included) with the race detector and, in the same run, every benchmark
-# once in its short form (so none rots), then the web client in headless
-# Chromium against the server.
-test: claude lint
-	$(GO) test -race -count=1 -timeout 20m -short -bench . -benchtime 1x ./...
-	bash web/e2e/run.sh
+# included) with the race detector, every benchmark once in its short form
+# (so none rots), then the web client in headless Chromium against the
+# server. scripts/test.sh runs the first three side by side.
+test: claude
+	GO=$(GO) bash scripts/test.sh
 
 # The web client's tests alone (installs Chromium from Debian if missing).
 e2e: claude
