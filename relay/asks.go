@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -61,9 +62,9 @@ type answeredEvent struct {
 	Behavior  string            `json:"behavior,omitempty"`
 }
 
-func (questionEvent) eventType() string   { return "question" }
-func (permissionEvent) eventType() string { return "permission" }
-func (e answeredEvent) eventType() string { return e.Type }
+func (questionEvent) EventType() string   { return "question" }
+func (permissionEvent) EventType() string { return "permission" }
+func (e answeredEvent) EventType() string { return e.Type }
 
 // Answer is a client's reply to a question (Answers) or a permission
 // prompt (Allow, Message, Remember).
@@ -196,7 +197,7 @@ func (a *asks) wasAnswered(id string) bool {
 
 // wait publishes an ask and blocks until it is answered, the timeout
 // passes, or ctx ends (the CLI cancelled the request or exited).
-func (c *Session) wait(ctx context.Context, kind string, body func(id string) typed, timeout time.Duration) (Answer, string, error) {
+func (c *Session) wait(ctx context.Context, kind string, body func(id string) clientevent.Body, timeout time.Duration) (Answer, string, error) {
 	id := uuid.NewString()
 	p := &ask{id: id, kind: kind, reply: make(chan Answer, 1)}
 	c.mu.Lock()
@@ -290,7 +291,7 @@ func (c *Session) askQuestion(ctx context.Context, req *supervisor.ControlReques
 	if !c.Interactive() {
 		return supervisor.PermissionResult{Message: noClientQuestion}, nil
 	}
-	ans, outcome, err := c.wait(ctx, "question", func(id string) typed {
+	ans, outcome, err := c.wait(ctx, "question", func(id string) clientevent.Body {
 		return questionEvent{Type: "question", RequestID: id, Questions: in.Questions}
 	}, timeout)
 	switch {
@@ -334,7 +335,7 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
 	}
-	ans, outcome, err := c.wait(ctx, "permission", func(id string) typed {
+	ans, outcome, err := c.wait(ctx, "permission", func(id string) clientevent.Body {
 		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: permissionReason(req)}
 	}, policy.Timeout)
 	switch {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -47,7 +48,7 @@ func badSetting(format string, args ...any) error {
 func (c *Session) Spent() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.tr.spent
+	return c.tr.Spent()
 }
 
 // SetModel switches the model of the session's next turns.
@@ -124,7 +125,7 @@ func (c *Session) publishSettings() {
 	if model == "" {
 		model = c.model
 	}
-	c.stream.publishJSON(settingsEvent{Type: "settings", Model: model, PermissionMode: set.PermissionMode,
+	c.stream.publishJSON(clientevent.Settings{Type: "settings", Model: model, PermissionMode: set.PermissionMode,
 		MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort}, false, false)
 }
 
@@ -160,7 +161,7 @@ func (s *Registry) Fork(id, person string) (*Session, error) {
 	set := orig.sess.Settings()
 	m := meta{Person: person, CLISessionID: orig.sess.CLISessionID(), Title: orig.title,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort,
-		ResumeAt: orig.resumeAt, ForkedFrom: orig.ID, LastEntry: orig.tr.lastEntry}
+		ResumeAt: orig.resumeAt, ForkedFrom: orig.ID, LastEntry: orig.tr.LastEntry()}
 	m.Fork = m.CLISessionID != ""
 	orig.mu.Unlock()
 	// The client-facing events, for the history; the CLI's own stay with
@@ -283,7 +284,8 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 			return res, err
 		}
 		c.mu.Lock()
-		c.resumeAt, c.tr.lastEntry = start.CLIParentID, start.CLIParentID
+		c.resumeAt = start.CLIParentID
+		c.tr.RewindTo(start.CLIParentID)
 		if start.CLIParentID == "" {
 			c.fork = false
 		}
@@ -291,7 +293,7 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 	}
 	if !req.DryRun {
 		c.mu.Lock()
-		if e := c.stream.publishJSON(rewoundEvent{Type: "rewound", MessageID: req.MessageID, Turn: turn, Files: res.Files,
+		if e := c.stream.publishJSON(clientevent.Rewound{Type: "rewound", MessageID: req.MessageID, Turn: turn, Files: res.Files,
 			Conversation: req.Conversation}, false, false); e != nil {
 			c.observe(e, nil)
 		}
@@ -316,14 +318,14 @@ func userTurn(id string) (int, bool) {
 }
 
 // turnStart is the turn_start event of turn.
-func (c *Session) turnStart(turn int) (turnStartEvent, bool) {
+func (c *Session) turnStart(turn int) (clientevent.TurnStart, bool) {
 	for _, ev := range c.stream.Events(0) {
 		if ev.Turn == turn && ev.Type == "turn_start" {
-			var e turnStartEvent
+			var e clientevent.TurnStart
 			if json.Unmarshal(ev.Line, &e) == nil {
 				return e, true
 			}
 		}
 	}
-	return turnStartEvent{}, false
+	return clientevent.TurnStart{}, false
 }

@@ -1,8 +1,8 @@
 // Package relay is the session core: the registry of chat sessions
 // (Registry) and each session (Session) with its numbered event log, replay and
-// fan-out to subscribers (Stream), the translation of the CLI's events
-// into client events (text, status, tool, done, error, ...), the queue of
-// waiting messages, questions, permissions and drafts, the session
+// fan-out to subscribers (Stream) of the client events package clientevent
+// makes of the CLI's (and of its own: questions, drafts, the queue), the
+// queue of waiting messages, questions, permissions and drafts, the session
 // controls (settings, fork, rewind), the limits (against the usage
 // package's ledger of what each person spent), persistence under the state
 // directory, and the metrics.

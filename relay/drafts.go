@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -79,8 +80,8 @@ type draftAnsweredEvent struct {
 	Reason   string `json:"reason,omitempty"`   // replaced, restart
 }
 
-func (draftEvent) eventType() string         { return "draft" }
-func (draftAnsweredEvent) eventType() string { return "draft_answered" }
+func (draftEvent) EventType() string         { return "draft" }
+func (draftAnsweredEvent) EventType() string { return "draft_answered" }
 
 // draft is one held-back tool call.
 type draft struct {
@@ -116,7 +117,7 @@ func canonicalInput(raw json.RawMessage) string {
 	if err := dec.Decode(&v); err != nil || dec.More() {
 		return strings.TrimSpace(string(raw))
 	}
-	b, err := encodeJSON(v)
+	b, err := clientevent.Marshal(v)
 	if err != nil {
 		return strings.TrimSpace(string(raw))
 	}
@@ -181,7 +182,7 @@ func draftMessage(tool string, input json.RawMessage) string {
 		delete(fields, "text")
 	}
 	if len(fields) > 0 {
-		rest, _ := encodeJSON(fields)
+		rest, _ := clientevent.Marshal(fields)
 		b.WriteString("\n\nOther input: ")
 		b.Write(rest)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -158,10 +159,10 @@ func TestLogWriterCompactsInOrder(t *testing.T) {
 	}
 	s := NewStream(l.append)
 	turn := func(n int) {
-		s.publishJSON(turnStartEvent{Type: "turn_start", Message: fmt.Sprint("m", n)}, true, false)
-		s.publishJSON(cliEvent{Type: "cli", Event: []byte(`{"n":1}`)}, false, false)
-		s.publishJSON(textEvent{Type: "text", Delta: "answer"}, false, false)
-		s.publishJSON(doneEvent{Type: "done", SessionID: "s"}, false, true)
+		s.publishJSON(clientevent.TurnStart{Type: "turn_start", Message: fmt.Sprint("m", n)}, true, false)
+		s.publishJSON(clientevent.CLI{Type: "cli", Event: []byte(`{"n":1}`)}, false, false)
+		s.publishJSON(clientevent.Text{Type: "text", Delta: "answer"}, false, false)
+		s.publishJSON(clientevent.Done{Type: "done", SessionID: "s"}, false, true)
 	}
 	for n := range 4 {
 		turn(n)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/majorhq/major/clientevent"
 )
 
 // RichMessage is one entry of a session's rich history: the person's message
@@ -63,7 +65,7 @@ func (c *Session) Messages() []RichMessage {
 		case "rewound":
 			// The conversation went back to before that turn: what came
 			// after stays readable, marked.
-			var r rewoundEvent
+			var r clientevent.Rewound
 			if json.Unmarshal(ev.Line, &r) == nil && r.Conversation {
 				for i := range out {
 					if out[i].Turn >= r.Turn {

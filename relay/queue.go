@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -126,8 +127,8 @@ type (
 	}
 )
 
-func (queuedEvent) eventType() string         { return "queued" }
-func (queueCancelledEvent) eventType() string { return "queue_cancelled" }
+func (queuedEvent) EventType() string         { return "queued" }
+func (queueCancelledEvent) EventType() string { return "queue_cancelled" }
 
 // turnQueue is a session's running message and the ones waiting; it is
 // guarded by Session.mu.
@@ -334,7 +335,7 @@ func (c *Session) startFailed(t *Ticket, err error) *Ticket {
 	}
 	var over *BudgetError
 	if errors.As(err, &over) {
-		c.stream.publishJSON(refusedEvent{Type: "refused", QueueID: t.ID, Message: t.Message, Kind: kindBudget, Error: over.Error()}, false, false)
+		c.stream.publishJSON(clientevent.Refused{Type: "refused", QueueID: t.ID, Message: t.Message, Kind: clientevent.KindBudget, Error: over.Error()}, false, false)
 	}
 	q := &c.queue
 	for i, s := range q.sent {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/usage"
 )
@@ -205,7 +206,7 @@ type Session struct {
 	metrics *Metrics
 
 	mu           sync.Mutex
-	tr           *translator
+	tr           *clientevent.Translator
 	title        string
 	history      []ChatMessage
 	historyAt    map[int]int     // turn → index of its user message in history
@@ -301,7 +302,7 @@ type heldEvent struct {
 // to: while the turn before waits for its end hook, it waits behind that
 // end and the new turn's start, as the CLI's own events do. then, if not
 // nil, gets the published event. c.mu is held.
-func (c *Session) publishInOrder(body typed, then func(*Event)) {
+func (c *Session) publishInOrder(body clientevent.Body, then func(*Event)) {
 	publish := func() {
 		e := c.stream.publishJSON(body, false, false)
 		if then != nil {
@@ -370,18 +371,18 @@ func (c *Session) apply(ev supervisor.Event) {
 		c.metrics.turnEnded(took, failed, ev.Interrupted)
 	}
 	var started *Event
-	for _, o := range c.tr.translate(ev) {
-		e := c.stream.publishJSON(o.body, o.beginTurn, o.terminal)
+	for _, o := range c.tr.Translate(ev) {
+		e := c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
 		if e != nil {
-			c.observe(e, o.body)
+			c.observe(e, o.Body)
 		}
-		if f, ok := o.body.(errorEvent); ok && ev.Msg != nil {
+		if f, ok := o.Body.(clientevent.Error); ok && ev.Msg != nil {
 			// The person got a sentence; the CLI's own words (which name
 			// internal addresses) are for the operator.
-			c.log.Warn().Str("kind", f.Kind).Int("status", f.Status).Str("cli_result", oneLine(ev.Msg.Result, 2000)).
+			c.log.Warn().Str("kind", f.Kind).Int("status", f.Status).Str("cli_result", clientevent.OneLine(ev.Msg.Result, 2000)).
 				Strs("cli_errors", ev.Msg.Errors).Msg("turn failed")
 		}
-		if o.beginTurn {
+		if o.BeginTurn {
 			started = e
 		}
 	}
@@ -427,10 +428,10 @@ func (c *Session) apply(ev supervisor.Event) {
 // same code rebuilds them from the log after a restart. body is the event
 // as published, or nil for a logged event, which is then decoded from its
 // line. c.mu is held.
-func (c *Session) observe(ev *Event, body typed) {
+func (c *Session) observe(ev *Event, body clientevent.Body) {
 	switch {
 	case ev.Type == "rewound":
-		e, ok := body.(rewoundEvent)
+		e, ok := body.(clientevent.Rewound)
 		if !ok {
 			_ = json.Unmarshal(ev.Line, &e)
 		}
@@ -438,7 +439,7 @@ func (c *Session) observe(ev *Event, body typed) {
 			c.history = c.history[:at]
 		}
 	case ev.Type == "turn_start":
-		e, ok := body.(turnStartEvent)
+		e, ok := body.(clientevent.TurnStart)
 		if !ok {
 			_ = json.Unmarshal(ev.Line, &e)
 		}
@@ -448,11 +449,11 @@ func (c *Session) observe(ev *Event, body typed) {
 		c.historyAt[ev.Turn] = len(c.history)
 		c.history = append(c.history, ChatMessage{Role: "user", Content: e.Message})
 		if c.title == "" {
-			c.title = oneLine(e.Message, 80)
+			c.title = clientevent.OneLine(e.Message, 80)
 		}
 		c.turnText.Reset()
 	case ev.Type == "text":
-		e, ok := body.(textEvent)
+		e, ok := body.(clientevent.Text)
 		if !ok {
 			_ = json.Unmarshal(ev.Line, &e)
 		}
@@ -469,15 +470,15 @@ func (c *Session) observe(ev *Event, body typed) {
 // that ended with ev (a done or error event; body as for observe): the
 // turn's text, and for a turn that did not complete, a marker saying so,
 // so a partial answer never reads as a whole one.
-func historyAnswer(text string, ev *Event, body typed) string {
+func historyAnswer(text string, ev *Event, body clientevent.Body) string {
 	var end struct {
 		Message string `json:"message"`
 		Outcome string `json:"outcome"`
 	}
 	switch b := body.(type) {
-	case doneEvent:
+	case clientevent.Done:
 		end.Outcome = b.Outcome
-	case errorEvent:
+	case clientevent.Error:
 		end.Message = b.Message
 	default:
 		_ = json.Unmarshal(ev.Line, &end)
@@ -521,7 +522,7 @@ func (c *Session) meta() meta {
 	return meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
 		Created: c.Created, LastActivity: c.lastActivity,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		Effort: set.Effort, SpentUSD: c.tr.spent, Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.lastEntry}
+		Effort: set.Effort, SpentUSD: c.tr.Spent(), Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.LastEntry()}
 }
 
 // History returns a copy of the session's messages.
@@ -542,7 +543,7 @@ func (c *Session) Info() SessionInfo {
 	}
 	return SessionInfo{ID: c.ID, Title: c.title, Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State()),
 		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		Effort: set.Effort, SpentUSD: c.tr.spent, ForkedFrom: c.forkedFrom}
+		Effort: set.Effort, SpentUSD: c.tr.Spent(), ForkedFrom: c.forkedFrom}
 }
 
 // AttachInteractive counts a client that can answer questions until the
@@ -626,7 +627,7 @@ func (s *Registry) create(person string) (*Session, error) {
 func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 	c := &Session{
 		ID: m.ID, Person: m.Person, Created: m.Created,
-		tr:           newTranslator(m.ID),
+		tr:           clientevent.NewTranslator(m.ID),
 		store:        s.cfg.Store,
 		lastActivity: m.LastActivity,
 		asks:         newAsks(),
@@ -639,7 +640,7 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 		resumeAt:     m.ResumeAt,
 		forkedFrom:   m.ForkedFrom,
 	}
-	c.tr.spent, c.tr.lastEntry = m.SpentUSD, m.LastEntry
+	c.tr.Restore(m.SpentUSD, m.LastEntry)
 	if hook := s.cfg.TurnEnd; hook != nil {
 		run := func() string {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TurnEndTimeout)
@@ -712,7 +713,7 @@ func (s *Registry) restore(l loaded) error {
 		for _, p := range unanswered(l.events) {
 			c.stream.publishJSON(answeredEvent{Type: p.kind + "_answered", RequestID: p.id, Outcome: "cancelled"}, false, false)
 		}
-		if e := c.stream.publishJSON(restartedFailure.event(turnSummary{Outcome: "error"}), false, true); e != nil {
+		if e := c.stream.publishJSON(clientevent.Restarted(), false, true); e != nil {
 			c.observe(e, nil)
 		}
 		c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -27,11 +28,11 @@ func writeLog(tb testing.TB, st *Store, id string, n int) ([]*Event, string) {
 	for i := 0; i < n; i++ {
 		switch {
 		case i%4 == 0:
-			evs = append(evs, s.publishJSON(turnStartEvent{Type: "turn_start", Message: fmt.Sprint("m", i)}, true, false))
+			evs = append(evs, s.publishJSON(clientevent.TurnStart{Type: "turn_start", Message: fmt.Sprint("m", i)}, true, false))
 		case i%4 == 3:
-			evs = append(evs, s.publishJSON(doneEvent{Type: "done", SessionID: id}, false, true))
+			evs = append(evs, s.publishJSON(clientevent.Done{Type: "done", SessionID: id}, false, true))
 		default:
-			evs = append(evs, s.publishJSON(textEvent{Type: "text", Delta: fmt.Sprintf("t%d\n\"q\"", i)}, false, false))
+			evs = append(evs, s.publishJSON(clientevent.Text{Type: "text", Delta: fmt.Sprintf("t%d\n\"q\"", i)}, false, false))
 		}
 	}
 	if err := l.close(); err != nil {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+
+	"github.com/majorhq/major/clientevent"
 )
 
 // Event is one line of a session's log. It is encoded once, when published;
@@ -33,7 +35,7 @@ func newEvent(seq int64, turn int, typ string, body []byte, terminal bool) *Even
 	line := make([]byte, 0, len(`{"seq":,`)+20+len(body)-1)
 	line = strconv.AppendInt(append(line, `{"seq":`...), seq, 10)
 	ev.Line = append(append(line, ','), body[1:]...)
-	ev.Compat = compatBody(typ, body)
+	ev.Compat = clientevent.Compat(typ, body)
 	return ev
 }
 
@@ -150,11 +152,11 @@ func (s *Stream) publish(typ string, body []byte, beginTurn, terminal bool) *Eve
 }
 
 // publishJSON marshals v (a struct whose first field is Type) and publishes it.
-func (s *Stream) publishJSON(v typed, beginTurn, terminal bool) *Event {
+func (s *Stream) publishJSON(v clientevent.Body, beginTurn, terminal bool) *Event {
 	e := encoders.Get().(*encoder)
 	defer encoders.Put(e)
 	var body []byte
-	if c, ok := v.(cliEvent); ok && len(c.Event) > 0 {
+	if c, ok := v.(clientevent.CLI); ok && len(c.Event) > 0 {
 		// The CLI's message goes out as the CLI wrote it: it is one JSON
 		// value already (supervisor.DecodeMessage decoded it), and
 		// walking it again to re-encode it was most of a delta's cost.
@@ -166,15 +168,15 @@ func (s *Stream) publishJSON(v typed, beginTurn, terminal bool) *Event {
 	} else {
 		var err error
 		if body, err = e.encode(v); err != nil {
-			body, _ = encodeJSON(errorEvent{Type: "error", Message: "encode event: " + err.Error()})
+			body, _ = clientevent.Marshal(clientevent.Error{Type: "error", Message: "encode event: " + err.Error()})
 		}
 	}
 	// newEvent copies body into the line, but a text event keeps it as
 	// its compat line: the encoder's buffer is used again.
-	if v.eventType() == "text" {
+	if v.EventType() == "text" {
 		body = bytes.Clone(body)
 	}
-	return s.publish(v.eventType(), body, beginTurn, terminal)
+	return s.publish(v.EventType(), body, beginTurn, terminal)
 }
 
 // encoder is a JSON encoder with its buffer, kept for the next event.
@@ -198,14 +200,6 @@ func (e *encoder) encode(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(e.buf.Bytes(), "\n"), nil
-}
-
-// encodeJSON is encode into bytes of the caller's own.
-func encodeJSON(v any) ([]byte, error) {
-	e := encoders.Get().(*encoder)
-	defer encoders.Put(e)
-	b, err := e.encode(v)
-	return bytes.Clone(b), err
 }
 
 // Subscription is one client's view of a stream: Replay holds the events

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/majorhq/major/clientevent"
 )
 
 func publishN(s *Stream, n int) {
 	for i := 0; i < n; i++ {
-		s.publishJSON(statusEvent{Type: "status", Message: fmt.Sprint(i)}, false, false)
+		s.publishJSON(clientevent.Status{Type: "status", Message: fmt.Sprint(i)}, false, false)
 	}
 }
 
@@ -35,14 +37,14 @@ func TestStreamReplayAndLive(t *testing.T) {
 
 func TestStreamLineFormat(t *testing.T) {
 	s := NewStream(nil)
-	ev := s.publishJSON(textEvent{Type: "text", Delta: "a <b> & c"}, true, false)
+	ev := s.publishJSON(clientevent.Text{Type: "text", Delta: "a <b> & c"}, true, false)
 	if got, want := string(ev.Compat), `{"type":"text","delta":"a <b> & c"}`; got != want {
 		t.Fatalf("compat line %s, want %s", got, want)
 	}
 	if got, want := string(ev.Line), `{"seq":1,"type":"text","delta":"a <b> & c"}`; got != want {
 		t.Fatalf("line %s, want %s", got, want)
 	}
-	cli := s.publishJSON(cliEvent{Type: "cli", Event: json.RawMessage(`{"type":"mystery","x":1}`)}, false, false)
+	cli := s.publishJSON(clientevent.CLI{Type: "cli", Event: json.RawMessage(`{"type":"mystery","x":1}`)}, false, false)
 	if cli.Compat != nil {
 		t.Fatal("cli events must not reach the compat stream")
 	}
@@ -81,8 +83,8 @@ func TestStreamCutsOffSlowSubscriber(t *testing.T) {
 func TestStreamFilterAndClose(t *testing.T) {
 	s := NewStream(nil)
 	sub, _ := s.Subscribe(0, func(ev *Event) bool { return ev.Type == "done" }, 10)
-	s.publishJSON(textEvent{Type: "text", Delta: "x"}, true, false)
-	s.publishJSON(doneEvent{Type: "done", SessionID: "s"}, false, true)
+	s.publishJSON(clientevent.Text{Type: "text", Delta: "x"}, true, false)
+	s.publishJSON(clientevent.Done{Type: "done", SessionID: "s"}, false, true)
 	ev := <-sub.C
 	if ev.Type != "done" || !ev.Terminal || ev.Turn != 1 {
 		t.Fatalf("filtered event %+v", ev)
@@ -92,7 +94,7 @@ func TestStreamFilterAndClose(t *testing.T) {
 		t.Fatal("channel open after Close")
 	}
 	sub.Close() // idempotent
-	if s.publishJSON(textEvent{Type: "text"}, false, false) != nil {
+	if s.publishJSON(clientevent.Text{Type: "text"}, false, false) != nil {
 		t.Fatal("publish after close")
 	}
 }

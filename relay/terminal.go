@@ -23,7 +23,7 @@ type terminalEvent struct {
 	Type string `json:"type"`
 }
 
-func (e terminalEvent) eventType() string { return e.Type }
+func (e terminalEvent) EventType() string { return e.Type }
 
 // OpenTerminal hands the conversation to a terminal: it refuses while a
 // turn runs or messages wait (supervisor.ErrBusy) and when a terminal has

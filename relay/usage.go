@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/usage"
 )
 
@@ -99,7 +100,7 @@ func (s *Registry) Admit(c *Session, message string) error {
 	var over *BudgetError
 	if errors.As(err, &over) {
 		c.mu.Lock()
-		c.stream.publishJSON(refusedEvent{Type: "refused", Message: message, Kind: kindBudget, Error: over.Error()}, false, false)
+		c.stream.publishJSON(clientevent.Refused{Type: "refused", Message: message, Kind: clientevent.KindBudget, Error: over.Error()}, false, false)
 		c.mu.Unlock()
 	}
 	return err

@@ -1,4 +1,4 @@
-package relay
+package clientevent
 
 import (
 	"errors"
@@ -9,22 +9,22 @@ import (
 )
 
 // The kinds of failure an error event names (its "kind" on the events
-// stream). The person reads a sentence for each; the detail (the CLI's
+// stream; a refused event's too). The person reads a sentence for each; the detail (the CLI's
 // result text, its stderr) goes to the log only: it holds internal paths
 // and addresses.
 const (
-	kindOverloaded  = "overloaded"   // the API answered 529
-	kindRateLimited = "rate_limited" // the API answered 429
-	kindAuth        = "auth"         // no credential, or the API refused it (401, 403)
-	kindNetwork     = "network"      // no HTTP answer: unreachable, connection dropped
-	kindAPI         = "api_error"    // any other API error status
-	kindCrashed     = "crashed"      // the CLI process died
-	kindStalled     = "stalled"      // the CLI was silent too long and was killed
-	kindClosed      = "closed"       // the session was closed during the turn
-	kindRestarted   = "restarted"    // the server restarted during the turn
-	kindFailed      = "failed"       // the turn failed for another reason
-	kindBudget      = "budget"       // the session's or the person's budget is spent
-	kindMaxTurns    = "max_turns"    // the message took the most agent turns one may
+	KindOverloaded  = "overloaded"   // the API answered 529
+	KindRateLimited = "rate_limited" // the API answered 429
+	KindAuth        = "auth"         // no credential, or the API refused it (401, 403)
+	KindNetwork     = "network"      // no HTTP answer: unreachable, connection dropped
+	KindAPI         = "api_error"    // any other API error status
+	KindCrashed     = "crashed"      // the CLI process died
+	KindStalled     = "stalled"      // the CLI was silent too long and was killed
+	KindClosed      = "closed"       // the session was closed during the turn
+	KindRestarted   = "restarted"    // the server restarted during the turn
+	KindFailed      = "failed"       // the turn failed for another reason
+	KindBudget      = "budget"       // the session's or the person's budget is spent
+	KindMaxTurns    = "max_turns"    // the message took the most agent turns one may
 )
 
 // failure is why a turn failed, as clients get it.
@@ -35,8 +35,8 @@ type failure struct {
 	message    string
 }
 
-func (f failure) event(sum turnSummary) errorEvent {
-	return errorEvent{Type: "error", Message: f.message, Kind: f.kind, Status: f.status, RetryAfter: f.retryAfter, turnSummary: sum}
+func (f failure) event(sum Summary) Error {
+	return Error{Type: "error", Message: f.message, Kind: f.kind, Status: f.status, RetryAfter: f.retryAfter, Summary: sum}
 }
 
 // apiKind classifies a failed API call from what the CLI reports: the HTTP
@@ -44,16 +44,16 @@ func (f failure) event(sum turnSummary) errorEvent {
 func apiKind(status int, apiType, cliError string) string {
 	switch {
 	case status == 529 || apiType == "overloaded_error" || cliError == "overloaded":
-		return kindOverloaded
+		return KindOverloaded
 	case status == 429 || apiType == "rate_limit_error" || cliError == "rate_limit":
-		return kindRateLimited
+		return KindRateLimited
 	case status == 401 || status == 403 || apiType == "authentication_error" || apiType == "permission_error" ||
 		cliError == "authentication_failed":
-		return kindAuth
+		return KindAuth
 	case status == 0:
-		return kindNetwork
+		return KindNetwork
 	}
-	return kindAPI
+	return KindAPI
 }
 
 // retrySeconds rounds a retry delay up to whole seconds.
@@ -63,7 +63,7 @@ func retrySeconds(ms int64) int {
 
 // retryStatus is the status line while the CLI waits to retry a failed API
 // call (a system/api_retry message).
-func retryStatus(m *supervisor.Message) statusEvent {
+func retryStatus(m *supervisor.Message) Status {
 	status := 0
 	if m.ErrorStatus != nil {
 		status = *m.ErrorStatus
@@ -72,13 +72,13 @@ func retryStatus(m *supervisor.Message) statusEvent {
 	secs := retrySeconds(m.RetryDelayMS)
 	var what string
 	switch kind {
-	case kindOverloaded:
+	case KindOverloaded:
 		what = "The model is overloaded"
-	case kindRateLimited:
+	case KindRateLimited:
 		what = "The model's rate limit was reached"
-	case kindAuth:
+	case KindAuth:
 		what = "The model refused the API key"
-	case kindNetwork:
+	case KindNetwork:
 		what = "The connection to the model failed"
 	default:
 		what = fmt.Sprintf("The model's API answered with an error (HTTP %d)", status)
@@ -87,7 +87,7 @@ func retryStatus(m *supervisor.Message) statusEvent {
 	if m.Attempt > 0 && m.MaxRetries > 0 {
 		msg += fmt.Sprintf(" (attempt %d of %d)", m.Attempt, m.MaxRetries)
 	}
-	return statusEvent{Type: "status", Message: msg + " ...", Kind: kind, Status: status,
+	return Status{Type: "status", Message: msg + " ...", Kind: kind, Status: status,
 		RetryAfter: secs, Attempt: m.Attempt, MaxRetries: m.MaxRetries}
 }
 
@@ -115,9 +115,9 @@ func resultFailure(m, apiMsg, lastRetry *supervisor.Message, at time.Time) failu
 	}
 	f := failure{kind: apiKind(status, apiType, cliError), status: status}
 	switch f.kind {
-	case kindOverloaded:
+	case KindOverloaded:
 		f.message = "The model is overloaded right now; please try again in a few minutes."
-	case kindRateLimited:
+	case KindRateLimited:
 		// The CLI honours the API's retry-after; its last wait is the
 		// best estimate of the next one.
 		if lastRetry != nil && lastRetry.RetryDelayMS > 0 {
@@ -128,9 +128,9 @@ func resultFailure(m, apiMsg, lastRetry *supervisor.Message, at time.Time) failu
 		} else {
 			f.message = "The model is rate limited; please wait a minute and try again."
 		}
-	case kindAuth:
+	case KindAuth:
 		f.message = "The assistant cannot use the model: the API key is missing or invalid. Please tell whoever runs this server."
-	case kindNetwork:
+	case KindNetwork:
 		f.message = "The model could not be reached (network unreachable or the connection dropped); please try again."
 	default:
 		f.message = fmt.Sprintf("The model's API answered with an error (HTTP %d); please try again.", status)
@@ -140,13 +140,13 @@ func resultFailure(m, apiMsg, lastRetry *supervisor.Message, at time.Time) failu
 
 // otherResultFailure is a failed turn that was not an API error.
 func otherResultFailure(m *supervisor.Message) failure {
-	f := failure{kind: kindFailed}
+	f := failure{kind: KindFailed}
 	switch m.Subtype {
 	case "error_max_turns":
-		f.kind = kindMaxTurns
+		f.kind = KindMaxTurns
 		f.message = "The assistant stopped: this task needed too many steps. Ask for a smaller step."
 	case "error_max_budget_usd":
-		f.kind = kindBudget
+		f.kind = KindBudget
 		f.message = "The assistant stopped: the budget is spent."
 	default:
 		f.message = "The assistant could not finish this turn; please try again."
@@ -158,15 +158,18 @@ func otherResultFailure(m *supervisor.Message) failure {
 func turnFailure(err error) failure {
 	switch {
 	case errors.Is(err, supervisor.ErrStalled):
-		return failure{kind: kindStalled, message: "The assistant stopped responding and was restarted. Please send your message again."}
+		return failure{kind: KindStalled, message: "The assistant stopped responding and was restarted. Please send your message again."}
 	case errors.Is(err, supervisor.ErrClosed):
-		return failure{kind: kindClosed, message: "The session was closed."}
+		return failure{kind: KindClosed, message: "The session was closed."}
 	case errors.Is(err, supervisor.ErrProcessExited):
-		return failure{kind: kindCrashed, message: "The assistant crashed; your next message continues the conversation."}
+		return failure{kind: KindCrashed, message: "The assistant crashed; your next message continues the conversation."}
 	}
-	return failure{kind: kindFailed, message: "The assistant could not be started; please try again."}
+	return failure{kind: KindFailed, message: "The assistant could not be started; please try again."}
 }
 
-// restartedFailure closes a turn the server was running when it stopped.
-var restartedFailure = failure{kind: kindRestarted,
-	message: "The server restarted during this turn; send your message again to continue."}
+// Restarted is the error event that closes a turn the server was running
+// when it stopped.
+func Restarted() Error {
+	f := failure{kind: KindRestarted, message: "The server restarted during this turn; send your message again to continue."}
+	return f.event(Summary{Outcome: "error"})
+}
