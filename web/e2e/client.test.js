@@ -304,7 +304,16 @@ describe('web client', () => {
     const answer = await (await fetch(stack.url + '/api/claude/chat-stream', { method: 'POST', headers, body })).text();
     assert.match(answer, /confirm/, 'the model is told to ask the person');
     await page.reload();
-    await page.locator(`.session[data-session-id="${created.id}"]`).click();
+    // The press and the release come apart while the replay of the chat
+    // open before redraws the list, as a person's click may: it still
+    // opens the chat.
+    const row = page.locator(`.session[data-session-id="${created.id}"]`);
+    await row.waitFor();
+    const box = await row.boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.down();
+    await new Promise((r) => setTimeout(r, 600));
+    await page.mouse.up();
     const card = page.locator('.card.permission');
     await card.waitFor();
     await card.getByRole('heading', { name: /Publish with linkedin_post/ }).waitFor();

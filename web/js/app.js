@@ -197,25 +197,49 @@ async function refreshSessions() {
 
 const STATE_LABEL = { running: 'Running', waiting: 'Needs your answer' };
 
+// renderSessions brings the chat list up to date in place: a row is made
+// once per chat and then only changed, so a click whose press and release
+// straddle a redraw (the list redraws on every event of the open chat)
+// still lands on the same element and opens the chat.
 function renderSessions() {
-  ui.sessions.replaceChildren(...app.sessions.map((s) => {
-    const current = s.id === app.current;
-    // The open chat's stream knows its state sooner than the list does.
-    const state = current && app.stream && app.stream.state === 'live'
-      ? (view.waiting ? 'waiting' : view.running ? 'running' : 'idle') : s.state;
-    const label = STATE_LABEL[state];
-    return h('li', {},
-      h('button', {
-        type: 'button', class: 'session' + (current ? ' current' : ''), 'aria-current': current ? 'page' : null,
-        'data-session-id': s.id, onclick: () => { openSession(s.id); closeDrawer(); },
-      },
-      h('span', { class: 'session-title', text: s.title || 'New chat' }),
-      h('span', { class: 'session-meta' },
-        label ? h('span', { class: 'badge ' + state, text: label }) : null,
-        h('time', { datetime: s.last_activity, text: ago(s.last_activity) }))));
-  }));
+  const rows = new Map([...ui.sessions.children].map((li) => [li.dataset.sessionId, li]));
+  app.sessions.forEach((s, i) => {
+    const li = sessionRow(rows.get(s.id), s);
+    if (ui.sessions.children[i] !== li) ui.sessions.insertBefore(li, ui.sessions.children[i] || null);
+  });
+  while (ui.sessions.children.length > app.sessions.length) ui.sessions.lastElementChild.remove();
   ui.sessionsEmpty.hidden = app.sessions.length > 0;
   updateChrome();
+}
+
+// sessionRow makes chat s's row in the list, or brings li, its row, up
+// to date.
+function sessionRow(li, s) {
+  if (!li) {
+    li = h('li', {},
+      h('button', { type: 'button', class: 'session', 'data-session-id': s.id, onclick: () => { openSession(s.id); closeDrawer(); } },
+        h('span', { class: 'session-title' }),
+        h('span', { class: 'session-meta' }, h('span', { class: 'badge' }), h('time', {}))));
+    li.dataset.sessionId = s.id;
+  }
+  const current = s.id === app.current;
+  // The open chat's stream knows its state sooner than the list does.
+  const state = current && app.stream && app.stream.state === 'live'
+    ? (view.waiting ? 'waiting' : view.running ? 'running' : 'idle') : s.state;
+  const label = STATE_LABEL[state];
+  const button = li.firstElementChild;
+  button.className = 'session' + (current ? ' current' : '');
+  if (current) button.setAttribute('aria-current', 'page');
+  else button.removeAttribute('aria-current');
+  const [title, meta] = button.children;
+  title.textContent = s.title || 'New chat';
+  const [badge, time] = meta.children;
+  badge.className = 'badge ' + (label ? state : '');
+  badge.textContent = label || '';
+  badge.hidden = !label;
+  time.dateTime = s.last_activity || '';
+  time.textContent = ago(s.last_activity);
+  return li;
 }
 
 // ago is a short relative time.
