@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -182,10 +183,25 @@ func ReadStream(resp *http.Response) *LiveStream {
 // Header is the response's header.
 func (s *LiveStream) Header() http.Header { return s.resp.Header }
 
+// streamWait bounds a test's wait for one line, and for the line UpTo
+// looks for (pings keep a stream alive): a stream that hangs fails the
+// test with what it read instead of holding it to the package's timeout.
+const streamWait = time.Minute
+
 // Next reads one line; false at the end of the stream.
 func (s *LiveStream) Next(tb testing.TB) (Event, bool) {
 	tb.Helper()
-	if !s.sc.Scan() {
+	var late atomic.Bool
+	timer := time.AfterFunc(streamWait, func() {
+		late.Store(true)
+		s.resp.Body.Close()
+	})
+	ok := s.sc.Scan()
+	timer.Stop()
+	if late.Load() {
+		tb.Fatalf("no line within %s; read so far: %v", streamWait, s.Events)
+	}
+	if !ok {
 		return nil, false
 	}
 	var m Event
@@ -199,7 +215,10 @@ func (s *LiveStream) Next(tb testing.TB) (Event, bool) {
 // UpTo reads up to and including the first line of type typ.
 func (s *LiveStream) UpTo(tb testing.TB, typ string) Event {
 	tb.Helper()
-	for {
+	for deadline := time.Now().Add(streamWait); ; {
+		if time.Now().After(deadline) {
+			tb.Fatalf("no %s line within %s; read so far: %v", typ, streamWait, s.Events)
+		}
 		ev, ok := s.Next(tb)
 		if !ok {
 			tb.Fatalf("stream ended before a %s line: %v", typ, s.Events)
