@@ -242,9 +242,9 @@ func TestRetryWaitStopsWithContext(t *testing.T) {
 	f.api.Enqueue(linkedintest.Response{Status: 429, Header: http.Header{"Retry-After": {"30"}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	start := time.Now()
 	stop := time.AfterFunc(100*time.Millisecond, cancel)
 	defer stop.Stop()
-	start := time.Now()
 	_, err := f.client.CreatePost(ctx, seb, "hi")
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "429") {
 		t.Fatalf("err = %v", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -69,8 +70,9 @@ func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool)
 }
 
 // terminalClaude lists the interactive claude processes (no -p) whose
-// working folder is dir and that lead their process group (a terminal's
-// claude does; the CLI's own helpers it starts do not).
+// working folder is dir, that lead their process group (a terminal's
+// claude does) and whose parent is not a claude (the CLI starts helpers
+// of its own, some in a group of their own, while a turn's hooks run).
 func terminalClaude(tb testing.TB, dir string) []int {
 	tb.Helper()
 	entries, _ := os.ReadDir("/proc")
@@ -88,11 +90,36 @@ func terminalClaude(tb testing.TB, dir string) []int {
 		args := strings.Split(string(cmdline), "\x00")
 		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
 		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 2 && fields[2] == e.Name() && strings.Contains(args[0], "claude") && !containsArg(args, "-p") {
+		if len(fields) > 2 && fields[2] == e.Name() && strings.Contains(args[0], "claude") && !containsArg(args, "-p") && !isClaude(fields[1]) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// describe names each process of pids with its parent and its first
+// arguments, for a failure's message.
+func describe(pids []int) string {
+	var parts []string
+	for _, pid := range pids {
+		dir := filepath.Join("/proc", strconv.Itoa(pid))
+		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		stat, _ := os.ReadFile(filepath.Join(dir, "stat"))
+		ppid := "?"
+		if fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(fields) > 1 {
+			ppid = fields[1]
+		}
+		parts = append(parts, fmt.Sprintf("%d (parent %s) %q", pid, ppid, args[:min(len(args), 4)]))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// isClaude reports whether process pid runs the claude binary.
+func isClaude(pid string) bool {
+	cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+	arg0, _, _ := strings.Cut(string(cmdline), "\x00")
+	return strings.Contains(arg0, "claude")
 }
 
 func containsArg(args []string, a string) bool {
@@ -180,7 +207,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	again := openTerminal(t, s, id)
 	waitFor(t, 10*time.Second, "the scroll-back", func() bool { return strings.Contains(again.Text(), "accept edits on") })
 	if now := terminalClaude(t, vaultDir); len(now) != 1 || len(pids) != 1 || now[0] != pids[0] {
-		t.Fatalf("the terminal's process changed across a reconnect: %v then %v", pids, now)
+		t.Fatalf("the terminal's process changed across a reconnect: %s then %s", describe(pids), describe(now))
 	}
 
 	// Gone for longer than the grace time: nothing is left running.

@@ -199,7 +199,7 @@ func (s *LiveStream) Next(tb testing.TB) (Event, bool) {
 	ok := s.sc.Scan()
 	timer.Stop()
 	if late.Load() {
-		tb.Fatalf("no line within %s; read so far: %v", streamWait, s.Events)
+		tb.Fatalf("no line within %s; read so far:\n%s", streamWait, s.read())
 	}
 	if !ok {
 		return nil, false
@@ -212,12 +212,23 @@ func (s *LiveStream) Next(tb testing.TB) (Event, bool) {
 	return m, true
 }
 
+// read is the lines read so far, one per line.
+func (s *LiveStream) read() string {
+	var b strings.Builder
+	for _, ev := range s.Events {
+		line, _ := json.Marshal(ev)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
 // UpTo reads up to and including the first line of type typ.
 func (s *LiveStream) UpTo(tb testing.TB, typ string) Event {
 	tb.Helper()
 	for deadline := time.Now().Add(streamWait); ; {
 		if time.Now().After(deadline) {
-			tb.Fatalf("no %s line within %s; read so far: %v", typ, streamWait, s.Events)
+			tb.Fatalf("no %s line within %s; read so far:\n%s", typ, streamWait, s.read())
 		}
 		ev, ok := s.Next(tb)
 		if !ok {

@@ -156,10 +156,15 @@ func (f *CLI) Send(ctx context.Context, text string) error {
 		return err
 	}
 	f.release = release
-	f.sent = append(f.sent, text)
-	id := fmt.Sprintf("fake-message-%d", len(f.sent))
+	id := fmt.Sprintf("fake-message-%d", len(f.sent)+1)
 	f.mu.Unlock()
+	// The turn starts before Sent shows its message, as the real CLI's
+	// turn starts before the message reaches it: a test that waits for
+	// the message and then streams the answer must find the turn open.
 	f.publish(supervisor.Event{Kind: supervisor.EventTurnStart, Text: text, MessageID: id})
+	f.mu.Lock()
+	f.sent = append(f.sent, text)
+	f.mu.Unlock()
 	if f.AutoReply != nil {
 		if reply, end := f.AutoReply(text); end {
 			f.Reply(reply)
