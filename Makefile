@@ -22,10 +22,10 @@ $(CLAUDE): scripts/install-claude.sh
 run: claude build
 	bash scripts/run-demo.sh
 
-# Every test: lint (vet and staticcheck), the Go packages (real-CLI ones
-# included) with the race detector, every benchmark once in its short form
-# (so none rots), then the web client in headless Chromium against the
-# server. scripts/test.sh runs the first three side by side.
+# Every test, all at once (scripts/test.sh): the Go packages (real-CLI ones
+# included) with the race detector, the web client in headless Chromium
+# against the server, lint (vet and staticcheck) and the benchmarks that
+# need no CLI once in their short form (so none rots).
 test: claude
 	GO=$(GO) bash scripts/test.sh
 

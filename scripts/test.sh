@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Runs every test (`make test`): the Go tests (the real-CLI ones included)
-# with the race detector, then side by side the web client in headless
-# Chromium against the server, lint (vet and staticcheck) and every
-# benchmark once in its short form (so none rots). Needs no input; exits
-# non-zero if any part fails.
+# with the race detector and, beside them, the web client in headless
+# Chromium against the server, lint (vet and staticcheck) and the
+# benchmarks that need no CLI once in their short form (so none rots).
+# Needs no input; exits non-zero if any part fails.
 #
-# The Go tests run alone: they keep both cores busy, two packages at a
-# time. The benchmarks are a run of their own because `go test -bench`
-# runs packages one after the other. The browser test mostly waits (for
-# the page, the CLI, the model), so lint and the benchmarks fit beside it;
-# their output is printed when each ends.
+# All four start at once. The Go tests keep both cores busy, two packages
+# at a time; the browser test mostly waits (for the page, the CLI, the
+# model), so the others fit around it. The benchmarks are a run of their
+# own because `go test -bench` runs packages one after the other. The
+# Go tests' output streams; the others' is printed when all have ended.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO="${GO:-go}"
+# Every build here (tests, the browser test's server, lint, benchmarks)
+# leaves the checkout's path out of what it compiles, so a fresh clone
+# finds the packages a clone elsewhere compiled in the build cache
+# instead of compiling all of them again.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
@@ -20,28 +25,39 @@ trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
 start=$(date +%s)
 failed=()
 
-echo "=== go tests"
-"$GO" test -race -count=1 -timeout 20m -short ./... </dev/null || failed+=(tests)
-echo "=== go tests took $(($(date +%s) - start))s"
-
-# The packages that have benchmarks.
-bench_pkgs=$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -r -n1 dirname | sort -u)
+# The CLI is installed once, before anything that runs it.
+bash scripts/install-claude.sh >/dev/null || exit 1
 
 phase() { # name command...: in the background, its output to a log
 	local name=$1
 	shift
-	("$@" </dev/null >"$logs/$name" 2>&1; echo $? >"$logs/$name.rc") &
+	("$@" </dev/null >"$logs/$name" 2>&1; echo $? >"$logs/$name.rc"; echo "$(($(date +%s) - start))" >"$logs/$name.took") &
 }
 phase e2e bash web/e2e/run.sh
 phase lint make --no-print-directory lint
-# Without the race detector (the tests ran the same code under it), and
-# built as the browser test builds the server, so the two share packages.
+# The benchmarks that start no CLI, once each, without the race detector
+# (the tests run the same code under it) and built as the browser test
+# builds the server, so the two share packages. The whole-server ones
+# (cmd/major: real CLIs, a server each) run in `make bench` only; vet
+# compiles them here.
+phase bench env CGO_ENABLED=0 "$GO" test -count=1 -timeout 20m -short -run '^$' -bench . -benchtime 1x ./relay ./supervisor
+
+# The packages whose tests take longest go first, so the short ones fill
+# the gaps at the end instead of one long package running alone there
+# (go test starts packages in the order given, two at a time).
+long="./cmd/major ./relay ./hooks ./supervisor ./vault ./mcpserver ./scriptedmodel"
+mod=$("$GO" list -m)
+# shellcheck disable=SC2046,SC2086 # one argument per package
+pkgs="$long $("$GO" list ./... | sed "s|^$mod|.|" | grep -vxF $(printf -- '-e %s ' . $long))"
+echo "=== go tests"
 # shellcheck disable=SC2086 # one argument per package
-phase bench env CGO_ENABLED=0 "$GO" test -count=1 -timeout 20m -short -run '^$' -bench . -benchtime 1x $bench_pkgs
+"$GO" test -race -count=1 -timeout 20m -short $pkgs </dev/null || failed+=(tests)
+echo "=== go tests took $(($(date +%s) - start))s"
+
 wait
 for name in lint bench e2e; do
 	rc=$(cat "$logs/$name.rc" 2>/dev/null || echo 1)
-	echo "=== $name (exit $rc)"
+	echo "=== $name (exit $rc, ended at $(cat "$logs/$name.took" 2>/dev/null || echo ?)s)"
 	cat "$logs/$name"
 	[ "$rc" = 0 ] || failed+=("$name")
 done
