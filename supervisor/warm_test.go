@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/clitest"
+	"github.com/majorhq/major/internal/procgroup"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -396,27 +397,14 @@ func TestWarmPoolThroughCLI(t *testing.T) {
 // processes whose environment has this test's HOME.
 func countClaudes(tb testing.TB, home string) int {
 	tb.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	groups := map[string]bool{}
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+	groups := map[int]bool{}
+	for _, pid := range procgroup.All() {
+		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
 		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 2 && fields[0] != "Z" {
-			groups[fields[2]] = true
+		if p, ok := procgroup.Read(pid); ok && !p.Ended() {
+			groups[p.PGID] = true
 		}
 	}
 	return len(groups)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/majorhq/major/httpapi/httpapitest"
+	"github.com/majorhq/major/internal/procgroup"
 )
 
 // openTerminal connects as a browser does: token and person as
@@ -75,22 +75,14 @@ func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool)
 // of its own, some in a group of their own, while a turn's hooks run).
 func terminalClaude(tb testing.TB, dir string) []int {
 	tb.Helper()
-	entries, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, pid := range procgroup.All() {
+		if cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd")); err != nil || cwd != dir {
 			continue
 		}
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err != nil || cwd != dir {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		args := strings.Split(string(cmdline), "\x00")
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 2 && fields[2] == e.Name() && strings.Contains(args[0], "claude") && !containsArg(args, "-p") && !isClaude(fields[1]) {
+		p, ok := procgroup.Read(pid)
+		args := procgroup.Args(pid)
+		if ok && p.PGID == pid && isClaude(args) && !containsArg(args, "-p") && !isClaude(procgroup.Args(p.PPID)) {
 			pids = append(pids, pid)
 		}
 	}
@@ -102,25 +94,15 @@ func terminalClaude(tb testing.TB, dir string) []int {
 func describe(pids []int) string {
 	var parts []string
 	for _, pid := range pids {
-		dir := filepath.Join("/proc", strconv.Itoa(pid))
-		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
-		args := strings.Split(string(cmdline), "\x00")
-		stat, _ := os.ReadFile(filepath.Join(dir, "stat"))
-		ppid := "?"
-		if fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(fields) > 1 {
-			ppid = fields[1]
-		}
-		parts = append(parts, fmt.Sprintf("%d (parent %s) %q", pid, ppid, args[:min(len(args), 4)]))
+		p, _ := procgroup.Read(pid)
+		args := procgroup.Args(pid)
+		parts = append(parts, fmt.Sprintf("%d (parent %d) %q", pid, p.PPID, args[:min(len(args), 4)]))
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// isClaude reports whether process pid runs the claude binary.
-func isClaude(pid string) bool {
-	cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-	arg0, _, _ := strings.Cut(string(cmdline), "\x00")
-	return strings.Contains(arg0, "claude")
-}
+// isClaude reports whether a command line runs the claude binary.
+func isClaude(args []string) bool { return len(args) > 0 && strings.Contains(args[0], "claude") }
 
 func containsArg(args []string, a string) bool {
 	for _, x := range args {
