@@ -48,7 +48,7 @@ phase bench env CGO_ENABLED=0 "$GO" test -count=1 -timeout 20m -short -run '^$' 
 long="./cmd/major ./relay ./hooks ./supervisor ./vault ./mcpserver ./scriptedmodel"
 mod=$("$GO" list -m)
 # shellcheck disable=SC2046,SC2086 # one argument per package
-pkgs="$long $("$GO" list ./... | sed "s|^$mod|.|" | grep -vxF $(printf -- '-e %s ' . $long))"
+pkgs="$long $("$GO" list ./... | sed "s|^$mod|.|" | grep -vxF $(printf -- '-e %s ' $long))"
 echo "=== go tests"
 # shellcheck disable=SC2086 # one argument per package
 "$GO" test -race -count=1 -timeout 20m -short $pkgs </dev/null || failed+=(tests)
