@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/internal/standin"
+	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -174,7 +175,7 @@ func BenchmarkTurn(b *testing.B) {
 // the disk adds to the goroutine that publishes.
 func BenchmarkPublishPersisted(b *testing.B) {
 	body := []byte(`{"type":"text","delta":"` + strings.Repeat("w", 256) + `"}`)
-	st, err := NewStore(b.TempDir(), zerolog.Nop())
+	st, err := sessionstore.New(b.TempDir(), zerolog.Nop())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -189,11 +190,11 @@ func BenchmarkPublishPersisted(b *testing.B) {
 	}
 	var persisted, memory time.Duration
 	for b.Loop() {
-		l, err := st.openLog("bench")
+		l, err := st.Open("bench")
 		if err != nil {
 			b.Fatal(err)
 		}
-		disk, mem := NewStream(l.append), NewStream(nil)
+		disk, mem := NewStream(func(ev *Event) { l.Append(record(ev)) }), NewStream(nil)
 		t0 := time.Now()
 		publishTurns(disk)
 		t1 := time.Now()
@@ -201,10 +202,10 @@ func BenchmarkPublishPersisted(b *testing.B) {
 		memory += time.Since(t1)
 		persisted += t1.Sub(t0)
 		b.StopTimer()
-		if err := l.close(); err != nil {
+		if err := l.Close(); err != nil {
 			b.Fatal(err)
 		}
-		if err := st.remove("bench"); err != nil {
+		if err := st.Remove("bench"); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
@@ -214,7 +215,7 @@ func BenchmarkPublishPersisted(b *testing.B) {
 
 // standinSession is a session on the stand-in CLI, with subs subscribers
 // that read every event until the turn's end.
-func standinSession(b *testing.B, bin string, store *Store) (*Registry, *Session) {
+func standinSession(b *testing.B, bin string, store *sessionstore.Store) (*Registry, *Session) {
 	b.Helper()
 	sessions, err := NewRegistry(RegistryConfig{
 		Launcher: LauncherFunc(func(p SessionParams) CLI {
@@ -435,7 +436,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 		return m.HeapInuse + m.StackInuse
 	}
 	for b.Loop() {
-		store, err := NewStore(b.TempDir(), zerolog.Nop())
+		store, err := sessionstore.New(b.TempDir(), zerolog.Nop())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -179,7 +179,7 @@ func (s *Registry) Fork(id, person string) (*Session, error) {
 		s.log.Error().Err(err).Msg("session state not persisted")
 	}
 	if c.elog != nil {
-		c.elog.rewrite(events)
+		c.elog.Rewrite(records(events))
 	}
 	s.log.Info().Str("session", c.ID).Str("forked_from", id).Str("person", person).Msg("session forked")
 	return c, nil

@@ -4,8 +4,9 @@
 // makes of the CLI's (and of its own: questions, drafts, the queue), the
 // queue of waiting messages, questions, permissions and drafts, the session
 // controls (settings, fork, rewind), the limits (against the usage
-// package's ledger of what each person spent), persistence under the state
-// directory, and the metrics.
+// package's ledger of what each person spent), what a session keeps on
+// disk (its index entry, which events a compaction keeps, expiry; the
+// files themselves are package sessionstore's), and the metrics.
 //
 // A chat drives its CLI through the CLI interface, which
 // supervisor.CLI satisfies; relaytest fakes it. relay knows nothing of

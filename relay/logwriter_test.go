@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/clientevent"
+	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -40,7 +41,7 @@ func (d *heldDisk) sync(f *os.File) error {
 
 func (d *heldDisk) open() { d.once.Do(func() { close(d.release) }) }
 
-func unstartedSessions(tb testing.TB, st *Store) *Registry {
+func unstartedSessions(tb testing.TB, st *sessionstore.Store) *Registry {
 	tb.Helper()
 	launch := LauncherFunc(func(p SessionParams) CLI {
 		return supervisor.NewCLI(supervisor.CLIConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
@@ -69,12 +70,12 @@ func publishTurn(c *Session, msg string, notices int) {
 // writes everything, in order, and a restart sees every event.
 func TestPublishDoesNotWaitForTheDisk(t *testing.T) {
 	dir := t.TempDir()
-	st, err := NewStore(dir, zerolog.Nop())
+	st, err := sessionstore.New(dir, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	disk := newHeldDisk(t)
-	st.syncFile = disk.sync
+	st.SyncFile = disk.sync
 	s := unstartedSessions(t, st)
 	c, err := s.GetOrCreate("", "sebastian")
 	if err != nil {
@@ -104,7 +105,7 @@ func TestPublishDoesNotWaitForTheDisk(t *testing.T) {
 	if h := c.History(); len(h) != 4 || h[3].Content != "more 2" {
 		t.Fatalf("history while the disk is held: %v", h)
 	}
-	logPath := filepath.Join(st.sessionDir(c.ID), "events.ndjson")
+	logPath := filepath.Join(st.SessionDir(c.ID), "events.ndjson")
 	if b, _ := os.ReadFile(logPath); bytes.Contains(b, []byte("more 2")) {
 		t.Fatal("the last turn is on disk while the writer is held in an earlier fsync")
 	}
@@ -117,7 +118,7 @@ func TestPublishDoesNotWaitForTheDisk(t *testing.T) {
 	}
 	var wantLog []byte
 	for _, ev := range want {
-		wantLog = append(wantLog, encodeRecord(ev)...)
+		wantLog = append(wantLog, record(ev).Encode()...)
 	}
 	if !bytes.Equal(b, wantLog) {
 		t.Fatalf("log after shutdown:\n%s\nwant:\n%s", b, wantLog)
@@ -147,17 +148,17 @@ func TestPublishDoesNotWaitForTheDisk(t *testing.T) {
 // published before it is compacted, what came after is appended to the
 // new file, and the size the store reckons is the file's.
 func TestLogWriterCompactsInOrder(t *testing.T) {
-	st, err := NewStore(t.TempDir(), zerolog.Nop())
+	st, err := sessionstore.New(t.TempDir(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	disk := newHeldDisk(t)
-	st.syncFile = disk.sync
-	l, err := st.openLog("s")
+	st.SyncFile = disk.sync
+	l, err := st.Open("s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewStream(l.append)
+	s := NewStream(func(ev *Event) { l.Append(record(ev)) })
 	turn := func(n int) {
 		s.publishJSON(clientevent.TurnStart{Type: "turn_start", Message: fmt.Sprint("m", n)}, true, false)
 		s.publishJSON(clientevent.CLI{Type: "cli", Event: []byte(`{"n":1}`)}, false, false)
@@ -169,19 +170,19 @@ func TestLogWriterCompactsInOrder(t *testing.T) {
 	}
 	s.compact(func(events []*Event) []*Event {
 		kept := compactEvents(events, 1)
-		l.rewrite(kept)
+		l.Rewrite(records(kept))
 		return kept
 	})
 	turn(4)
 	disk.open()
-	if err := l.close(); err != nil {
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.close(); err != nil {
+	if err := l.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	path := filepath.Join(st.sessionDir("s"), "events.ndjson")
-	got, err := st.readLog(path)
+	path := filepath.Join(st.SessionDir("s"), "events.ndjson")
+	got, err := st.ReadLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestLogWriterCompactsInOrder(t *testing.T) {
 			t.Fatalf("event %d: %s, want %s", i, got[i].Line, want[i].Line)
 		}
 	}
-	if fi, _ := os.Stat(path); fi.Size() != l.bytes() {
-		t.Fatalf("file has %d bytes, the store reckons %d", fi.Size(), l.bytes())
+	if fi, _ := os.Stat(path); fi.Size() != l.Bytes() {
+		t.Fatalf("file has %d bytes, the store reckons %d", fi.Size(), l.Bytes())
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/relay/relaytest"
 	"github.com/majorhq/major/scriptedmodel"
+	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -229,10 +230,10 @@ func (h *harness) fake(tb testing.TB, id string) *relaytest.CLI {
 // serve runs the sessions of launch behind the HTTP API.
 func serve(tb testing.TB, o harnessOpts, launch relay.Launcher, log zerolog.Logger) *harness {
 	tb.Helper()
-	var store *relay.Store
+	var store *sessionstore.Store
 	if o.stateDir != "" {
 		var err error
-		if store, err = relay.NewStore(o.stateDir, log); err != nil {
+		if store, err = sessionstore.New(o.stateDir, log); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/clientevent"
+	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/usage"
 )
@@ -90,7 +91,7 @@ func (f LauncherFunc) Launch(p SessionParams) CLI { return f(p) }
 type RegistryConfig struct {
 	Launcher Launcher
 	// Store keeps sessions across restarts; nil keeps them in memory only.
-	Store *Store
+	Store *sessionstore.Store
 	// TTL expires sessions idle for longer, at start-up and whenever
 	// Expire runs; 0 keeps them forever.
 	TTL time.Duration
@@ -175,12 +176,12 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 		s.ledger = usage.Open("", cfg.Logger)
 		return s, nil
 	}
-	s.ledger = usage.Open(cfg.Store.dir, cfg.Logger)
-	loaded, err := cfg.Store.load()
+	s.ledger = usage.Open(cfg.Store.Dir(), cfg.Logger)
+	loaded, err := loadSessions(cfg.Store, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("load sessions: %w", err)
 	}
-	for _, l := range cfg.Store.expire(loaded, cfg.TTL, cfg.Now()) {
+	for _, l := range expire(cfg.Store, s.log, loaded, cfg.TTL, cfg.Now()) {
 		if err := s.restore(l); err != nil {
 			s.log.Warn().Err(err).Str("session", l.meta.ID).Msg("could not restore session")
 		}
@@ -200,8 +201,8 @@ type Session struct {
 
 	sess    CLI
 	stream  *Stream
-	store   *Store
-	elog    *eventLog
+	store   *sessionstore.Store
+	elog    *sessionstore.Log
 	log     zerolog.Logger
 	metrics *Metrics
 
@@ -504,13 +505,13 @@ func (c *Session) persist() {
 	if c.elog == nil {
 		return
 	}
-	c.elog.saveMeta(c.meta())
-	if c.store.MaxLogBytes > 0 && c.elog.bytes() > c.store.MaxLogBytes {
+	c.elog.SaveIndex(c.meta())
+	if c.elog.Bytes() > DefaultMaxLogBytes {
 		c.stream.compact(func(events []*Event) []*Event {
-			kept := compactEvents(events, c.store.KeepCLITurns)
+			kept := compactEvents(events, DefaultKeepCLITurns)
 			// Under the stream's lock: the compacted log is queued before
 			// any event published after it.
-			c.elog.rewrite(kept)
+			c.elog.Rewrite(records(kept))
 			return kept
 		})
 	}
@@ -668,13 +669,13 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 		// The first index entry is saved before the session is used (a
 		// new session is not yet anyone's hot path); later ones are
 		// queued for the log writer.
-		if c.elog, err = s.cfg.Store.openLog(m.ID); err == nil {
-			err = s.cfg.Store.saveMeta(m)
+		if c.elog, err = s.cfg.Store.Open(m.ID); err == nil {
+			err = s.cfg.Store.SaveIndex(m.ID, m)
 		}
 	}
 	var onNew func(*Event)
 	if c.elog != nil {
-		onNew = c.elog.append
+		onNew = func(ev *Event) { c.elog.Append(record(ev)) }
 	}
 	c.stream = NewStream(onNew)
 	c.stream.onDrop = func() { s.metrics.dropped.Add(1) }
@@ -825,10 +826,10 @@ func (s *Registry) Clear(id, person string) bool {
 	}
 	c.stream.Close()
 	if c.elog != nil {
-		_ = c.elog.close()
+		_ = c.elog.Close()
 	}
 	if c.store != nil {
-		if err := c.store.remove(id); err != nil {
+		if err := c.store.Remove(id); err != nil {
 			s.log.Warn().Err(err).Str("session", id).Msg("remove session state")
 		}
 	}
@@ -957,7 +958,7 @@ func (s *Registry) Close() {
 			c.persist()
 			c.mu.Unlock()
 			if c.elog != nil {
-				if err := c.elog.close(); err != nil {
+				if err := c.elog.Close(); err != nil {
 					c.log.Error().Err(err).Msg("flush event log")
 				}
 			}

@@ -11,19 +11,20 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/clientevent"
+	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 )
 
-func writeLog(tb testing.TB, st *Store, id string, n int) ([]*Event, string) {
+func writeLog(tb testing.TB, st *sessionstore.Store, id string, n int) ([]*Event, string) {
 	tb.Helper()
-	if err := st.saveMeta(meta{ID: id, Person: "sebastian", Created: time.Now(), LastActivity: time.Now()}); err != nil {
+	if err := st.SaveIndex(id, meta{ID: id, Person: "sebastian", Created: time.Now(), LastActivity: time.Now()}); err != nil {
 		tb.Fatal(err)
 	}
-	l, err := st.openLog(id)
+	l, err := st.Open(id)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := NewStream(l.append)
+	s := NewStream(func(ev *Event) { l.Append(record(ev)) })
 	var evs []*Event
 	for i := 0; i < n; i++ {
 		switch {
@@ -35,77 +36,60 @@ func writeLog(tb testing.TB, st *Store, id string, n int) ([]*Event, string) {
 			evs = append(evs, s.publishJSON(clientevent.Text{Type: "text", Delta: fmt.Sprintf("t%d\n\"q\"", i)}, false, false))
 		}
 	}
-	if err := l.close(); err != nil {
+	if err := l.Close(); err != nil {
 		tb.Fatal(err)
 	}
-	return evs, filepath.Join(st.sessionDir(id), "events.ndjson")
+	return evs, filepath.Join(st.SessionDir(id), "events.ndjson")
 }
 
-func TestStoreRoundTripAndTornWrites(t *testing.T) {
-	st, err := NewStore(t.TempDir(), zerolog.Nop())
+// Events go to the log and come back the same, their compat lines too.
+func TestEventsRoundTripThroughTheStore(t *testing.T) {
+	st, err := sessionstore.New(t.TempDir(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	evs, path := writeLog(t, st, "s1", 12)
-	whole, _ := os.ReadFile(path)
-
-	// A crash can cut the file anywhere: every earlier event survives, the
-	// torn one is dropped, and the file is repaired for appending.
-	for cut := 0; cut <= len(whole); cut++ {
-		if err := os.WriteFile(path, whole[:cut], 0o600); err != nil {
-			t.Fatal(err)
-		}
-		got, err := st.readLog(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		complete := bytes.Count(whole[:cut], []byte("\n"))
-		if len(got) != complete {
-			t.Fatalf("cut at %d: %d events, want %d", cut, len(got), complete)
-		}
-		for i, ev := range got {
-			if !bytes.Equal(ev.Line, evs[i].Line) || !bytes.Equal(ev.Compat, evs[i].Compat) ||
-				ev.Turn != evs[i].Turn || ev.Terminal != evs[i].Terminal || ev.Type != evs[i].Type {
-				t.Fatalf("cut at %d: event %d differs: %s vs %s", cut, i, ev.Line, evs[i].Line)
-			}
-		}
-		if fi, _ := os.Stat(path); fi.Size() != int64(bytes.LastIndexByte(whole[:cut], '\n')+1) {
-			t.Fatalf("cut at %d: file not truncated to the last whole line (%d)", cut, fi.Size())
-		}
+	recs, err := st.ReadLog(path)
+	if err != nil || len(recs) != len(evs) {
+		t.Fatalf("read %d records, %v", len(recs), err)
 	}
-}
-
-func TestStoreCorruptMiddleKeepsPrefix(t *testing.T) {
-	st, _ := NewStore(t.TempDir(), zerolog.Nop())
-	_, path := writeLog(t, st, "s2", 8)
-	b, _ := os.ReadFile(path)
-	lines := bytes.SplitAfter(b, []byte("\n"))
-	lines[3] = []byte("garbage\n")
-	_ = os.WriteFile(path, bytes.Join(lines, nil), 0o600)
-	got, err := st.readLog(path)
-	if err != nil || len(got) != 3 {
-		t.Fatalf("corrupt line 4: %d events, %v", len(got), err)
+	for i, r := range recs {
+		ev := eventOf(r)
+		if !bytes.Equal(ev.Line, evs[i].Line) || !bytes.Equal(ev.Compat, evs[i].Compat) || ev.Seq != evs[i].Seq ||
+			ev.Turn != evs[i].Turn || ev.Terminal != evs[i].Terminal || ev.Type != evs[i].Type {
+			t.Fatalf("event %d differs: %s vs %s", i, ev.Line, evs[i].Line)
+		}
 	}
 }
 
 func TestStoreLoadExpireAndCompact(t *testing.T) {
-	st, _ := NewStore(t.TempDir(), zerolog.Nop())
+	st, _ := sessionstore.New(t.TempDir(), zerolog.Nop())
 	writeLog(t, st, "fresh", 4)
 	writeLog(t, st, "old", 4)
 	old := meta{ID: "old", Person: "petra", Created: time.Now().Add(-72 * time.Hour), LastActivity: time.Now().Add(-48 * time.Hour)}
-	if err := st.saveMeta(old); err != nil {
+	if err := st.SaveIndex(old.ID, old); err != nil {
 		t.Fatal(err)
 	}
-	_ = os.MkdirAll(filepath.Join(st.dir, "sessions", "broken"), 0o700) // no index entry
-	loaded, err := st.load()
+	_ = os.MkdirAll(st.SessionDir("broken"), 0o700) // no index entry
+	// An index entry that is not a session's: another id, no valid person.
+	if err := st.SaveIndex("stray", meta{ID: "other", Person: "sebastian"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveIndex("nobody", meta{ID: "nobody", Person: "../x"}); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := loadSessions(st, zerolog.Nop())
 	if err != nil || len(loaded) != 2 {
 		t.Fatalf("load: %d sessions, %v", len(loaded), err)
 	}
-	kept := st.expire(loaded, 24*time.Hour, time.Now())
+	if n := len(loaded[0].events) + len(loaded[1].events); n != 8 {
+		t.Fatalf("loaded %d events, want 8", n)
+	}
+	kept := expire(st, zerolog.Nop(), loaded, 24*time.Hour, time.Now())
 	if len(kept) != 1 || kept[0].meta.ID != "fresh" {
 		t.Fatalf("expire kept %v", kept)
 	}
-	if _, err := os.Stat(st.sessionDir("old")); !os.IsNotExist(err) {
+	if _, err := os.Stat(st.SessionDir("old")); !os.IsNotExist(err) {
 		t.Fatal("expired session's files remain")
 	}
 
@@ -142,7 +126,7 @@ func TestStoreLoadExpireAndCompact(t *testing.T) {
 
 func TestSessionsExpire(t *testing.T) {
 	dir := t.TempDir()
-	st, _ := NewStore(dir, zerolog.Nop())
+	st, _ := sessionstore.New(dir, zerolog.Nop())
 	now := time.Now()
 	clock := func() time.Time { return now }
 	launch := LauncherFunc(func(p SessionParams) CLI {
@@ -162,7 +146,7 @@ func TestSessionsExpire(t *testing.T) {
 	if _, err := s.Get(old.ID, "sebastian"); err == nil {
 		t.Fatal("old session still there")
 	}
-	if _, err := os.Stat(st.sessionDir(old.ID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(st.SessionDir(old.ID)); !os.IsNotExist(err) {
 		t.Fatal("old session's state still on disk")
 	}
 	if _, err := s.Get(fresh.ID, "petra"); err != nil {

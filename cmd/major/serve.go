@@ -21,6 +21,7 @@ import (
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/readiness"
 	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
 	"github.com/majorhq/major/vault"
@@ -147,7 +148,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	// New chats of the persons active lately start in processes started
 	// ahead for them; Close stops those still waiting.
 	pool.Warm(supervisor.WarmConfig{PerPerson: cfg.Warm, Launch: launcher.Warm})
-	store, err := relay.NewStore(cfg.StateDir, log)
+	store, err := sessionstore.New(cfg.StateDir, log)
 	if err != nil {
 		return err
 	}
