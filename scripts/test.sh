@@ -25,8 +25,10 @@ trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
 start=$(date +%s)
 failed=()
 
-# The CLI is installed once, before anything that runs it.
-bash scripts/install-claude.sh >/dev/null || exit 1
+# The CLI is installed (or checked) once, before anything that runs it,
+# and every part runs that one.
+MAJOR_CLAUDE="$(bash scripts/install-claude.sh)" || exit 1
+export MAJOR_CLAUDE
 
 phase() { # name command...: in the background, its output to a log
 	local name=$1

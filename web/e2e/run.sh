@@ -38,7 +38,10 @@ fi
 export CHROMIUM="$chromium"
 
 # The pinned Claude Code CLI (the script is idempotent and prints its path).
-MAJOR_CLAUDE="$(bash "$root/scripts/install-claude.sh")"
+# make test installs it once for all its parts and passes it on.
+if [ -z "${MAJOR_CLAUDE:-}" ]; then
+	MAJOR_CLAUDE="$(bash "$root/scripts/install-claude.sh")"
+fi
 export MAJOR_CLAUDE
 
 node --test test/markdown.test.js test/stream.test.js
