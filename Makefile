@@ -4,7 +4,7 @@ GO ?= go
 CLAUDE := .tools/claude/node_modules/.bin/claude
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build claude run test e2e lint bench clean
+.PHONY: all build claude sandbox run test e2e lint bench clean
 
 all: build
 
@@ -17,20 +17,25 @@ claude: $(CLAUDE)
 $(CLAUDE): scripts/install-claude.sh
 	bash scripts/install-claude.sh
 
+# bubblewrap, the sandbox every claude runs in (Debian's package, when
+# missing).
+sandbox:
+	bash scripts/install-bubblewrap.sh >/dev/null
+
 # Starts the server on a demo vault; with no Anthropic credential set it
 # runs against the offline scripted model and says so.
-run: claude build
+run: claude sandbox build
 	bash scripts/run-demo.sh
 
 # Every test, all at once (scripts/test.sh): the Go packages (real-CLI ones
 # included) with the race detector, the web client in headless Chromium
 # against the server, lint (vet and staticcheck) and the benchmarks that
 # need no CLI once in their short form (so none rots).
-test: claude
+test: claude sandbox
 	GO=$(GO) bash scripts/test.sh
 
 # The web client's tests alone (installs Chromium from Debian if missing).
-e2e: claude
+e2e: claude sandbox
 	bash web/e2e/run.sh
 
 lint:

@@ -30,10 +30,12 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clihome"
 	"github.com/majorhq/major/config"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/sandbox"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/vault"
 )
@@ -111,6 +113,21 @@ type MCP interface {
 
 var _ MCP = (*mcpserver.Server)(nil)
 
+// Gateway is the model gateway, as a session's processes need it: a
+// token per process, for a person and the session it serves ("" until a
+// session takes a process started ahead), valid until revoked.
+// *gateway.Gateway satisfies it.
+type Gateway interface {
+	Issue(person, session string) string
+	Bind(token, session string)
+	Revoke(token string)
+}
+
+// TokenEnv is the variable a process's gateway token reaches the CLI in:
+// the CLI sends it as a bearer token, and unlike an API key it asks no
+// one whether to use it.
+const TokenEnv = "ANTHROPIC_AUTH_TOKEN"
+
 // Settings is the server owner's configuration of a person's new
 // sessions; *config.Store satisfies it.
 type Settings interface {
@@ -124,10 +141,25 @@ var _ Settings = (*config.Store)(nil)
 
 // Config configures a Launcher.
 type Config struct {
-	// Claude is the CLI binary; Env its environment (see
-	// supervisor.CleanEnv).
+	// Claude is the CLI binary; Env the environment every CLI starts
+	// from (see Environment), to which each person's home (Home) and
+	// each process's token (Gateway) are added.
 	Claude string
 	Env    []string
+	// Install is the CLI's install folder (sandbox.InstallDir), which
+	// every sandbox mounts read-only.
+	Install string
+	// Sandbox, when set, runs every CLI of a person, and all it starts,
+	// in a sandbox of that person's (package sandbox); nil runs them on
+	// the host, with the vault guard as the only boundary
+	// (--sandbox=off).
+	Sandbox *sandbox.Sandbox
+	// Home is person's CLI home (package clihome); nil: the CLI's HOME
+	// is whatever Env says.
+	Home func(person string) string
+	// Gateway, when set, gives each process a token of its own at the
+	// model gateway (Env names the gateway as ANTHROPIC_BASE_URL).
+	Gateway Gateway
 	// VaultRoot is the vault repository; each person's vault, the CLI's
 	// working directory, is a folder in it.
 	VaultRoot string
@@ -214,7 +246,7 @@ func (l *Launcher) Spec(person string) supervisor.Spec {
 	}
 	spec := supervisor.Spec{
 		Binary:         l.cfg.Claude,
-		Env:            append(append([]string(nil), l.cfg.Env...), FileCheckpointing),
+		Env:            append(append(slices.Clone(l.cfg.Env), l.homeEnv(person)...), FileCheckpointing),
 		SystemPrompt:   prompt,
 		Tools:          tools,
 		AllowedTools:   allowed,
@@ -230,7 +262,72 @@ func (l *Launcher) Spec(person string) supervisor.Spec {
 	if len(conf.Skills) > 0 {
 		l.offerSkills(&spec, person, conf.Skills)
 	}
+	spec.Credential = l.credential(person)
+	spec.Sandbox = l.sandbox(person, spec, conf, sandbox.Box{})
 	return spec
+}
+
+// homeEnv points the CLI at person's home, if homes are set.
+func (l *Launcher) homeEnv(person string) []string {
+	if l.cfg.Home == nil {
+		return nil
+	}
+	return clihome.Env(l.cfg.Home(person))
+}
+
+// credential gives each of person's processes a gateway token of its
+// own, revoked when the process is gone.
+func (l *Launcher) credential(person string) func(session string) supervisor.Credential {
+	gw := l.cfg.Gateway
+	if gw == nil {
+		return nil
+	}
+	return func(session string) supervisor.Credential {
+		token := gw.Issue(person, session)
+		return supervisor.Credential{
+			Env:    []string{TokenEnv + "=" + token},
+			Bind:   func(session string) { gw.Bind(token, session) },
+			Revoke: func() { gw.Revoke(token) },
+		}
+	}
+}
+
+// sandbox is the sandbox command line of a process of person's started
+// with spec: the person's vault folder and home writable; the CLI's
+// install, the session's configuration files and the certificates TLS
+// needs readable; the programs and files the owner's MCP servers name
+// readable, unless they touch the server's own files. extra adds to it
+// (a terminal's hook command). Nil without a sandbox.
+func (l *Launcher) sandbox(person string, spec supervisor.Spec, conf config.Person, extra sandbox.Box) []string {
+	sb := l.cfg.Sandbox
+	if sb == nil {
+		return nil
+	}
+	box := extra
+	box.Dir = l.Dir(person)
+	// Both must exist to be mounted; a person the auth file gained since
+	// the start has neither yet.
+	if err := os.MkdirAll(box.Dir, 0o755); err != nil {
+		l.log.Error().Err(err).Str("dir", box.Dir).Msg("create the person's vault folder")
+	}
+	if l.cfg.Home != nil {
+		home := l.cfg.Home(person)
+		if err := os.MkdirAll(clihome.ConfigDir(home), 0o700); err != nil {
+			l.log.Error().Err(err).Str("home", home).Msg("create the person's CLI home")
+		}
+		box.Writable = append(box.Writable, home)
+	}
+	box.ReadOnly = append(box.ReadOnly, l.cfg.Install)
+	box.ReadOnly = append(box.ReadOnly, spec.MCPConfigFiles...)
+	box.ReadOnly = append(box.ReadOnly, spec.PluginDirs...)
+	box.ReadOnly = append(box.ReadOnly, CertFiles(spec.Env)...)
+	named := mcpPaths(conf.MCPServers, spec.Env)
+	for _, p := range sb.Refused(named) {
+		l.log.Error().Str("person", person).Str("path", p).
+			Msg("an MCP server of the configuration names a file of the server's own; it is not mounted in the sandbox")
+	}
+	box.Named = append(box.Named, named...)
+	return sb.Command(box)
 }
 
 // settings is person's configuration, or none without Settings.
@@ -383,35 +480,52 @@ func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
 	})
 }
 
-// TerminalArgs is the command line of person's terminal (the interactive
-// CLI on a session's conversation): the session's own (Spec: prompt,
-// tools, allowed tools, permission mode, the configured MCP servers,
-// skills and model, the isolation flags) without the LinkedIn tools, whose
-// SDK server only a stream-json session can host; the hooks as commands
-// from the settings file hookSettings (outside every vault; merged with the
-// session's own settings into one JSON value when it has some); and the
-// conversation: resume, or a new one with the id newID.
-func (l *Launcher) TerminalArgs(person, hookSettings, resume, newID string) ([]string, error) {
+// TerminalHooks is how a terminal's claude reaches the server's hooks:
+// the settings file that runs them as commands, the program those
+// commands run (`major hook`) and the socket it talks to.
+type TerminalHooks struct {
+	Settings, Program, Socket string
+}
+
+// TerminalLaunch is how one terminal's claude starts: its whole command
+// line (the sandbox, if any, included), its environment, and its access
+// to the model, revoked when the terminal ends.
+type TerminalLaunch struct {
+	Argv       []string
+	Env        []string
+	Credential supervisor.Credential
+}
+
+// Terminal is how a terminal of person's on session starts (the
+// interactive CLI on a session's conversation): the session's own Spec
+// (prompt, tools, allowed tools, permission mode, the configured MCP
+// servers, skills and model, the isolation flags, its environment and
+// sandbox) without the LinkedIn tools, whose SDK server only a
+// stream-json session can host; the hooks as commands (hooks, merged
+// with the session's own settings into one JSON value when it has some),
+// their program and socket mounted in the sandbox; and the conversation:
+// resume, or a new one with the id newID.
+func (l *Launcher) Terminal(person, session string, hooks TerminalHooks, resume, newID string) (TerminalLaunch, error) {
 	spec := l.Spec(person)
 	sdk := func(t string) bool { return strings.HasPrefix(t, "mcp__"+mcpserver.ServerName+"__") }
 	spec.Tools = slices.DeleteFunc(slices.Clone(spec.Tools), sdk)
 	spec.AllowedTools = slices.DeleteFunc(slices.Clone(spec.AllowedTools), sdk)
 	spec.SDKMCPServers = nil
-	settings := hookSettings
+	settings := hooks.Settings
 	if spec.Settings != "" {
 		merged := map[string]any{}
-		raw, err := os.ReadFile(hookSettings)
+		raw, err := os.ReadFile(hooks.Settings)
 		if err != nil {
-			return nil, fmt.Errorf("terminal settings: %w", err)
+			return TerminalLaunch{}, fmt.Errorf("terminal settings: %w", err)
 		}
 		for _, layer := range [][]byte{raw, []byte(spec.Settings)} {
 			if err := json.Unmarshal(layer, &merged); err != nil {
-				return nil, fmt.Errorf("terminal settings: %w", err)
+				return TerminalLaunch{}, fmt.Errorf("terminal settings: %w", err)
 			}
 		}
 		b, err := json.Marshal(merged)
 		if err != nil {
-			return nil, err
+			return TerminalLaunch{}, err
 		}
 		settings = string(b)
 	}
@@ -420,5 +534,15 @@ func (l *Launcher) TerminalArgs(person, hookSettings, resume, newID string) ([]s
 	if resume == "" && newID != "" {
 		args = append(args, "--session-id="+newID)
 	}
-	return args, nil
+	spec.Sandbox = l.sandbox(person, spec, l.settings(person), sandbox.Box{
+		ReadOnly: []string{hooks.Settings, hooks.Program},
+		Sockets:  []string{hooks.Socket},
+		Terminal: true,
+	})
+	var cred supervisor.Credential
+	if spec.Credential != nil {
+		cred = spec.Credential(session)
+	}
+	argv := append(append(slices.Clone(spec.Sandbox), spec.Binary), args...)
+	return TerminalLaunch{Argv: argv, Env: append(slices.Clone(spec.Env), cred.Env...), Credential: cred}, nil
 }

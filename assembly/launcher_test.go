@@ -352,7 +352,7 @@ func TestLimitsConfigurationOverFlags(t *testing.T) {
 // A terminal is put together like the person's sessions, without the
 // LinkedIn tools (no SDK server there), with the hooks' settings file,
 // merged with the skills' settings when the person has skills.
-func TestTerminalArgs(t *testing.T) {
+func TestTerminalCommand(t *testing.T) {
 	hookSettings := filepath.Join(t.TempDir(), "terminal-settings.json")
 	if err := os.WriteFile(hookSettings, []byte(`{"hooks":{"Stop":[]}}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -369,10 +369,15 @@ func TestTerminalArgs(t *testing.T) {
 		}
 		return ""
 	}
-	seb, err := l.TerminalArgs("sebastian", hookSettings, "", "new-id")
+	hooks := assembly.TerminalHooks{Settings: hookSettings, Program: "/opt/major", Socket: "/run/hooks.sock"}
+	sebLaunch, err := l.Terminal("sebastian", "s1", hooks, "", "new-id")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if sebLaunch.Argv[0] != "/opt/claude" {
+		t.Errorf("without a sandbox the terminal runs the CLI itself: %q", sebLaunch.Argv)
+	}
+	seb := sebLaunch.Argv[1:]
 	want := slices.DeleteFunc(l.Spec("sebastian").Tools, func(t string) bool { return strings.HasPrefix(t, "mcp__linkedin__") })
 	if got := arg(seb, "--tools"); got != strings.Join(want, ",") || !strings.Contains(got, "Write") {
 		t.Errorf("tools %s, want the session's without LinkedIn: %v", got, want)
@@ -384,10 +389,11 @@ func TestTerminalArgs(t *testing.T) {
 		!slices.Contains(seb, "--strict-mcp-config") || !slices.Contains(seb, "--disable-slash-commands") {
 		t.Errorf("args %q", seb)
 	}
-	petra, err := l.TerminalArgs("petra", hookSettings, "cli-1", "")
+	petraLaunch, err := l.Terminal("petra", "s2", hooks, "cli-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	petra := petraLaunch.Argv[1:]
 	var merged map[string]any
 	if err := json.Unmarshal([]byte(arg(petra, "--settings")), &merged); err != nil || merged["hooks"] == nil || merged["disableBundledSkills"] != true {
 		t.Errorf("settings %s (%v)", arg(petra, "--settings"), err)

@@ -38,10 +38,11 @@ import (
 const CallbackTurnEnd = "turn_end"
 
 // The environment of a terminal's CLI, which its hook commands inherit:
-// where the server's hook socket is and the terminal's own token.
+// where the server's hook socket is and the terminal's own token. Not
+// MAJOR_*: no variable of the server's is passed into a sandbox.
 const (
-	SocketEnv = "MAJOR_HOOK_SOCKET"
-	TokenEnv  = "MAJOR_HOOK_TOKEN"
+	SocketEnv = "HOOK_SOCKET"
+	TokenEnv  = "HOOK_TOKEN"
 )
 
 // maxHookInput bounds one hook input (a Write's whole content is in it).

@@ -50,6 +50,11 @@ type Config struct {
 	CORSOrigins []string
 	// Terminals, when set, serves the sessions' terminals.
 	Terminals Terminals
+	// Unsandboxed, when set, says that the CLIs run without the sandbox
+	// (--sandbox=off) and why that matters: /readyz shows it, and the
+	// terminal, whose shell nothing else would hold, is refused with it
+	// (503).
+	Unsandboxed string
 	// Done is closed when the server shuts down; streams end then.
 	Done <-chan struct{}
 }
@@ -277,6 +282,9 @@ func (s *Server) readyz(c *gin.Context) {
 		if n := s.cfg.ConfigProblems(); n > 0 {
 			body["config_problems"] = n
 		}
+	}
+	if s.cfg.Unsandboxed != "" {
+		body["sandbox"], body["warning"] = "off", s.cfg.Unsandboxed
 	}
 	c.JSON(status, body)
 }

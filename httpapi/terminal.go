@@ -71,6 +71,10 @@ func (s *Server) terminal(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if s.cfg.Unsandboxed != "" {
+		s.fail(c, &apiError{http.StatusServiceUnavailable, "the terminal is off: " + s.cfg.Unsandboxed})
+		return
+	}
 	if s.cfg.Terminals == nil {
 		s.fail(c, &apiError{http.StatusNotFound, "terminals are not available on this server"})
 		return

@@ -22,10 +22,11 @@ func newTerminals(tb testing.TB, command []string, log zerolog.Logger) *terminal
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = cmds.Close() })
-	vaults := tb.TempDir()
+	vaults, home := tb.TempDir(), tb.TempDir()
 	return terminal.NewManager(terminal.Config{
-		Claude: command[0], Env: []string{"HOME=" + tb.TempDir(), "PATH=/usr/bin:/bin"},
-		Args:     func(string, string, string) ([]string, error) { return command[1:], nil },
+		Launch: func(string, string, string, string) (terminal.Launch, error) {
+			return terminal.Launch{Argv: command, Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}}, nil
+		},
 		Dir:      func(string) string { return vaults },
 		Commands: cmds, Grace: time.Minute, Logger: log,
 	})

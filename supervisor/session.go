@@ -473,11 +473,13 @@ func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 	var p *Process
 	ready := make(chan struct{})
 	var err error
+	cred := spec.credential(s.cfg.ID)
+	argv := spec.Command(resume)
 	p, err = StartProcess(ProcessConfig{
-		Path:     spec.Binary,
-		Args:     spec.Args(resume),
+		Path:     argv[0],
+		Args:     argv[1:],
 		Dir:      s.cfg.Dir,
-		Env:      spec.Env,
+		Env:      spec.env(cred),
 		Handlers: h,
 		OnMessage: func(m *Message) {
 			<-ready
@@ -485,6 +487,7 @@ func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 		},
 		OnExit: func(err error) {
 			<-ready
+			cred.revoke()
 			if s.cfg.Pool != nil {
 				s.cfg.Pool.exited(p)
 			}
@@ -494,6 +497,7 @@ func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 		Logger: s.log,
 	})
 	if err != nil {
+		cred.revoke()
 		if s.cfg.Pool != nil {
 			s.cfg.Pool.unreserve(s)
 		}

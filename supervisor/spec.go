@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,10 +59,58 @@ type Spec struct {
 	ResumeAt string
 	// ExtraArgs are appended as they are.
 	ExtraArgs []string
+	// Sandbox, when set, is the command line that Binary and its
+	// arguments run in (bwrap and its options, ending in "--"; see
+	// package sandbox).
+	Sandbox []string
+	// Credential, when set, gives each process what it needs to reach the
+	// model, valid while the process lives: it is called as the process
+	// starts, for the session it starts for ("" for a process started
+	// ahead, which a session may take later). It is not part of
+	// Fingerprint: every process has its own.
+	Credential func(session string) Credential
 	// Grace bounds each step of stopping a process; default 3s.
 	Grace time.Duration
 	// InitTimeout bounds start-up to the initialize response; default 60s.
 	InitTimeout time.Duration
+}
+
+// Credential is one process's access to the model: more environment (a
+// token of its own), and what to do when a session takes the process
+// (Bind) and when it is gone (Revoke). Bind and Revoke may be nil.
+type Credential struct {
+	Env    []string
+	Bind   func(session string)
+	Revoke func()
+}
+
+// Command is the whole command line of one process: the sandbox, if any,
+// then Binary and Args(resume).
+func (s Spec) Command(resume string) []string {
+	argv := append(slices.Clone(s.Sandbox), s.Binary)
+	return append(argv, s.Args(resume)...)
+}
+
+// credential is a process's credential for session, or none.
+func (s Spec) credential(session string) Credential {
+	if s.Credential == nil {
+		return Credential{}
+	}
+	return s.Credential(session)
+}
+
+func (c Credential) revoke() {
+	if c.Revoke != nil {
+		c.Revoke()
+	}
+}
+
+// env is the environment of a process with credential c.
+func (s Spec) env(c Credential) []string {
+	if len(c.Env) == 0 {
+		return s.Env
+	}
+	return append(slices.Clone(s.Env), c.Env...)
 }
 
 // HookMatcher registers hook callback ids for tools matching Matcher (a

@@ -41,7 +41,8 @@ type WarmLaunch struct {
 
 // Fingerprint identifies everything a process is started with: binary
 // (and its size and time, so a reinstalled CLI counts as another one),
-// environment, working directory, flags and the initialize request. A
+// environment, working directory, sandbox, flags and the initialize
+// request (not the process's own credential). A
 // waiting process serves a session only if both fingerprints are equal.
 func (s Spec) Fingerprint(dir string) string {
 	h := sha256.New()
@@ -50,7 +51,7 @@ func (s Spec) Fingerprint(dir string) string {
 	if st, err := os.Stat(s.Binary); err == nil {
 		bin = fmt.Sprintf("%d %d", st.Size(), st.ModTime().UnixNano())
 	}
-	_ = enc.Encode([]any{s.Binary, bin, s.Env, dir, s.Args(""), s.initializeBody()})
+	_ = enc.Encode([]any{s.Binary, bin, s.Env, dir, s.Command(""), s.initializeBody()})
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -60,6 +61,9 @@ func (s Spec) Fingerprint(dir string) string {
 type warmProc struct {
 	person string
 	fp     string
+	// cred is the process's access to the model; a session that takes
+	// the process binds it.
+	cred Credential
 	// proc is set, under the pool's lock, once the process is ready;
 	// nil while it starts.
 	proc  *Process
@@ -82,6 +86,9 @@ func (w *warmProc) bind(s *CLI, h Handlers) bool {
 		return false
 	}
 	w.cli, w.h = s, h
+	if w.cred.Bind != nil {
+		w.cred.Bind(s.cfg.ID)
+	}
 	return true
 }
 
@@ -415,11 +422,13 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 	w.exited = make(chan struct{})
 	var proc *Process
 	started := make(chan struct{})
+	w.cred = l.Spec.credential("")
+	argv := l.Spec.Command("")
 	proc, err := StartProcess(ProcessConfig{
-		Path:     l.Spec.Binary,
-		Args:     l.Spec.Args(""),
+		Path:     argv[0],
+		Args:     argv[1:],
 		Dir:      l.Dir,
-		Env:      l.Spec.Env,
+		Env:      l.Spec.env(w.cred),
 		Handlers: w.handlers(),
 		OnMessage: func(m *Message) {
 			<-started
@@ -430,6 +439,7 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 		OnExit: func(err error) {
 			<-started
 			defer close(w.exited)
+			w.cred.revoke()
 			p.exited(proc)
 			w.mu.Lock()
 			w.gone = true
@@ -445,6 +455,7 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 		Logger: p.log.With().Str("person", w.person).Logger(),
 	})
 	if err != nil {
+		w.cred.revoke()
 		return err
 	}
 	close(started)

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +44,15 @@ var (
 	ErrSlow = errors.New("the client fell too far behind the terminal")
 )
 
+// Launch is one terminal's claude: its whole command line (a sandbox
+// around it, if any), its environment, and Done, called once it has
+// ended (its access to the model revoked).
+type Launch struct {
+	Argv []string
+	Env  []string
+	Done func()
+}
+
 // Chat is what a terminal needs of its session; *relay.Session satisfies
 // it.
 type Chat interface {
@@ -55,14 +65,10 @@ var _ Chat = (*relay.Session)(nil)
 
 // Config configures a Manager.
 type Config struct {
-	// Claude is the CLI binary, Env its environment (see
-	// supervisor.CleanEnv).
-	Claude string
-	Env    []string
-	// Args is the CLI's command line for a terminal of person's: resume
-	// is the conversation to continue, or "" for a new one with the id
+	// Launch is how a terminal of person's on session starts: resume is
+	// the conversation to continue, or "" for a new one with the id
 	// newID.
-	Args func(person, resume, newID string) ([]string, error)
+	Launch func(person, session, resume, newID string) (Launch, error)
 	// Dir is person's vault, the CLI's working directory.
 	Dir func(person string) string
 	// Commands answers the terminals' hook commands.
@@ -198,7 +204,15 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 	if resume == "" {
 		newID = uuid.NewString()
 	}
-	if err := m.firstRunAnswered(m.cfg.Env, dir); err != nil {
+	launch, err := m.cfg.Launch(person, id, resume, newID)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("start terminal: %w", err)
+	}
+	if launch.Done != nil {
+		release = func(r func()) func() { return func() { r(); launch.Done() } }(release)
+	}
+	if err := m.firstRunAnswered(launch.Env, dir); err != nil {
 		release()
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
@@ -206,16 +220,11 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 	if resume == "" {
 		t.cliSession = newID
 	}
-	args, err := m.cfg.Args(person, resume, newID)
-	if err != nil {
-		release()
-		return nil, fmt.Errorf("start terminal: %w", err)
-	}
 	token, unregister := m.cfg.Commands.Register(t)
 	t.unregister = unregister
-	cmd := exec.Command(m.cfg.Claude, args...)
+	cmd := exec.Command(launch.Argv[0], launch.Argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(append([]string{}, m.cfg.Env...),
+	cmd.Env = append(slices.Clone(launch.Env),
 		"TERM=xterm-256color", "COLORTERM=truecolor",
 		hooks.SocketEnv+"="+m.cfg.Commands.Socket(), hooks.TokenEnv+"="+token)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})

@@ -90,6 +90,9 @@ type config struct {
 	CORSOrigins []string
 	// Limits are every person's budgets and turn bound (0: none).
 	Limits relay.Limits
+	// Sandbox runs every CLI in a bubblewrap sandbox of its person's
+	// (--sandbox=on, the default).
+	Sandbox bool
 	// Environ is the server's environment (KEY=value); the CLI's starts
 	// from it.
 	Environ []string
@@ -163,6 +166,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.Float64Var(&c.Limits.SessionUSD, "max-budget-usd-session", 0, "most one chat session may spend, in USD; a message beyond is refused (MAJOR_MAX_BUDGET_USD_SESSION; 0: no limit)")
 	fs.Float64Var(&c.Limits.PersonDayUSD, "max-budget-usd-day", 0, "most one person's chats may spend per day (UTC), in USD (MAJOR_MAX_BUDGET_USD_DAY; 0: no limit)")
 	fs.IntVar(&c.Limits.MaxTurns, "max-turns", 0, "most agent turns one message may take (MAJOR_MAX_TURNS; 0: no limit)")
+	sandboxMode := fs.String("sandbox", "on", "on: every claude, and all it starts, runs in a bubblewrap sandbox of its person's; off: without it, the vault guard is the only boundary and the terminal is refused (MAJOR_SANDBOX)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -175,6 +179,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, fmt.Errorf("--cors-origins (MAJOR_CORS_ORIGINS): %w", err)
 	}
 	c.CORSOrigins = origins
+	switch *sandboxMode {
+	case "on":
+		c.Sandbox = true
+	case "off":
+	default:
+		return c, fmt.Errorf("--sandbox (MAJOR_SANDBOX) is on or off, not %q", *sandboxMode)
+	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}

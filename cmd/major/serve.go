@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/assembly"
+	"github.com/majorhq/major/clihome"
 	sessionconfig "github.com/majorhq/major/config"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/httpapi"
@@ -21,6 +22,7 @@ import (
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/readiness"
 	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/sandbox"
 	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
@@ -45,7 +47,16 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
+	// The binary itself, not a link to it: a sandbox holds the CLI's
+	// install, not the folder of links it was found through.
+	if claude, err = filepath.EvalSymlinks(claude); err != nil {
+		return fmt.Errorf("--claude: %w", err)
+	}
 	version, err := claudeVersion(ctx, claude)
+	if err != nil {
+		return err
+	}
+	install, err := sandbox.InstallDir(claude)
 	if err != nil {
 		return err
 	}
@@ -79,6 +90,30 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Rules: assembly.ConfigRules(), Logger: log})
 	if err != nil {
 		return err
+	}
+	// Every person's CLI has a home of its own; what an earlier server
+	// kept of their conversations in the one home all shared moves there.
+	persons := auth.Persons()
+	dirs := map[string]string{}
+	for _, p := range persons {
+		if _, err := clihome.Make(cfg.StateDir, p); err != nil {
+			return err
+		}
+		dirs[p] = filepath.Join(vaultRoot, p)
+	}
+	if _, err := clihome.Migrate(clihome.SharedConfigDir(lookup(cfg.Environ)), cfg.StateDir, dirs, log); err != nil {
+		log.Error().Err(err).Msg("some conversations of the shared CLI home could not be moved into their person's own; they do not resume until moved")
+	}
+	var box *sandbox.Sandbox
+	unsandboxed := ""
+	if cfg.Sandbox {
+		box, err = sandbox.New(ctx, sandbox.Config{Private: []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig}})
+		if err != nil {
+			return err
+		}
+	} else {
+		unsandboxed = "the sandbox is off (--sandbox=off): the vault guard alone keeps each person's CLI in their folder; no shell is served"
+		log.Warn().Msg("SANDBOX OFF: " + unsandboxed)
 	}
 	childEnv := supervisor.CleanEnv(cfg.Environ)
 	if base := lookup(cfg.Environ)("ANTHROPIC_BASE_URL"); base != "" {
@@ -140,6 +175,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	defer pool.Close()
 	hk := hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log})
 	launcher = assembly.New(assembly.Config{Claude: claude, Env: childEnv, VaultRoot: vaultRoot,
+		Install: install, Sandbox: box, Home: func(p string) string { return clihome.Home(cfg.StateDir, p) },
 		AskTimeout: cfg.AskTimeout, StallTimeout: cfg.StallTimeout, AutoPublish: auto,
 		Settings: settings, FilesDir: filepath.Join(cfg.StateDir, "session-config"),
 		Hooks: hk, MCP: mcp, Pool: pool, Logger: log,
@@ -162,9 +198,12 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 
 	// Closed before the sessions (deferred later): an ending terminal
 	// hands its conversation back to its session.
-	terminals, err := startTerminals(cfg, claude, childEnv, hk, launcher, pool, log)
-	if err != nil {
-		return err
+	var terminals *terminalSet
+	if box != nil {
+		terminals, err = startTerminals(cfg, hk, launcher, pool, log)
+		if err != nil {
+			return err
+		}
 	}
 	if terminals != nil {
 		defer terminals.Close()
@@ -188,6 +227,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Done:           done,
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
+		Unsandboxed: unsandboxed,
 	}
 	if terminals != nil {
 		srvCfg.Terminals = terminals
@@ -204,6 +244,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		return err
 	}
 	log.Info().Str("addr", "http://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
+		Str("sandbox", map[bool]string{true: "on", false: "off"}[box != nil]).
 		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
 	return serveHTTP(ctx, ln, api, cfg.ReadTimeout, cfg.KeepAlive, cfg.ShutdownGrace, func() {
 		// Running turns are interrupted and end with their terminal
@@ -222,7 +263,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 // claude run them (`major hook <id>`, this binary): both outside every
 // vault. A socket that cannot be made (its path too long for a unix
 // socket) leaves the server without terminals, and says so.
-func startTerminals(cfg config, claude string, env []string, hk *hooks.Hooks, launcher *assembly.Launcher, pool *supervisor.Pool, log zerolog.Logger) (*terminalSet, error) {
+func startTerminals(cfg config, hk *hooks.Hooks, launcher *assembly.Launcher, pool *supervisor.Pool, log zerolog.Logger) (*terminalSet, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find the major binary for the terminals' hooks: %w", err)
@@ -244,10 +285,14 @@ func startTerminals(cfg config, claude string, env []string, hk *hooks.Hooks, la
 		log.Error().Err(err).Msg("terminals are not available")
 		return nil, nil
 	}
+	hookWiring := assembly.TerminalHooks{Settings: settingsPath, Program: exe, Socket: cmds.Socket()}
 	mgr := terminal.NewManager(terminal.Config{
-		Claude: claude, Env: env,
-		Args: func(person, resume, newID string) ([]string, error) {
-			return launcher.TerminalArgs(person, settingsPath, resume, newID)
+		Launch: func(person, session, resume, newID string) (terminal.Launch, error) {
+			l, err := launcher.Terminal(person, session, hookWiring, resume, newID)
+			if err != nil {
+				return terminal.Launch{}, err
+			}
+			return terminal.Launch{Argv: l.Argv, Env: l.Env, Done: l.Credential.Revoke}, nil
 		},
 		Dir: launcher.Dir, Commands: cmds, Ended: launcher.EndTurn, Pool: pool,
 		Grace: cfg.TerminalGrace, Logger: log,

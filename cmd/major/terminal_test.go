@@ -70,9 +70,9 @@ func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool)
 }
 
 // terminalClaude lists the interactive claude processes (no -p) whose
-// working folder is dir, that lead their process group (a terminal's
-// claude does) and whose parent is not a claude (the CLI starts helpers
-// of its own, some in a group of their own, while a turn's hooks run).
+// working folder is dir and whose parent is not a claude (the CLI starts
+// helpers of its own, some in a group of their own, while a turn's hooks
+// run).
 func terminalClaude(tb testing.TB, dir string) []int {
 	tb.Helper()
 	var pids []int
@@ -82,7 +82,9 @@ func terminalClaude(tb testing.TB, dir string) []int {
 		}
 		p, ok := procgroup.Read(pid)
 		args := procgroup.Args(pid)
-		if ok && p.PGID == pid && isClaude(args) && !containsArg(args, "-p") && !isClaude(procgroup.Args(p.PPID)) {
+		// The terminal's claude, not a claude it started; in the sandbox
+		// it is bwrap's child, not the leader of its group.
+		if ok && isClaude(args) && !containsArg(args, "-p") && !isClaude(procgroup.Args(p.PPID)) {
 			pids = append(pids, pid)
 		}
 	}

@@ -1,0 +1,223 @@
+// Package clihome keeps each person's Claude Code home: the folder that
+// is the CLI's HOME (and, as HOME/.claude, its configuration directory)
+// for every claude the server starts for that person. There the CLI keeps
+// the person's transcripts (which --resume reads), file checkpoints
+// (which a rewind restores), its own settings and caches. One person's
+// home is mounted into that person's sandbox only, so no one's shell or
+// tool can read another person's conversations.
+//
+// It owns where a home is (state-dir/persons/<person>/home), making it,
+// and moving what a server of an earlier version left in the one CLI
+// home all persons shared into each person's own. It does not start the
+// CLI or decide what the CLI may see (package sandbox does).
+package clihome
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/rs/zerolog"
+)
+
+// Home is person's CLI home under stateDir.
+func Home(stateDir, person string) string {
+	return filepath.Join(stateDir, "persons", person, "home")
+}
+
+// ConfigDir is the CLI's configuration directory in home
+// (CLAUDE_CONFIG_DIR).
+func ConfigDir(home string) string { return filepath.Join(home, ".claude") }
+
+// Make makes person's home (mode 0700) and returns it.
+func Make(stateDir, person string) (string, error) {
+	home := Home(stateDir, person)
+	if err := os.MkdirAll(ConfigDir(home), 0o700); err != nil {
+		return "", fmt.Errorf("make the CLI home of %s: %w", person, err)
+	}
+	return home, nil
+}
+
+// Env is the CLI's environment for home: HOME and CLAUDE_CONFIG_DIR.
+func Env(home string) []string {
+	return []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + ConfigDir(home)}
+}
+
+// SharedConfigDir is the CLI configuration directory the server's own
+// environment names: $CLAUDE_CONFIG_DIR, else $HOME/.claude, else "".
+// Servers before per-person homes ran every CLI with it.
+func SharedConfigDir(getenv func(string) string) string {
+	if d := getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		return d
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".claude")
+	}
+	return ""
+}
+
+// ProjectName is the folder the CLI keeps the transcripts of conversations
+// run in dir under, in its configuration directory's projects/: the
+// absolute path with every character that is not a letter or digit
+// replaced by '-'.
+func ProjectName(dir string) string {
+	return nonAlnum.ReplaceAllString(dir, "-")
+}
+
+var nonAlnum = regexp.MustCompile(`[^a-zA-Z0-9]`)
+
+// sessionFile is a transcript's name: the conversation's id, .jsonl.
+var sessionFile = regexp.MustCompile(`^([0-9a-fA-F-]{36})\.jsonl$`)
+
+// Migrate moves what the shared configuration directory shared holds of
+// each person's conversations (dirs maps a person to their vault folder,
+// the CLI's working directory) into that person's home under stateDir:
+// the transcripts, and each conversation's file checkpoints and todos. It
+// is safe to run at every start: what was moved is gone from shared, and
+// what a home has already is never overwritten (the shared copy is then
+// left where it is and logged). It returns how many conversations moved.
+func Migrate(shared, stateDir string, dirs map[string]string, log zerolog.Logger) (int, error) {
+	if shared == "" {
+		return 0, nil
+	}
+	moved := 0
+	var errs []error
+	for person, dir := range dirs {
+		src := filepath.Join(shared, "projects", ProjectName(dir))
+		entries, err := os.ReadDir(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		home, err := Make(stateDir, person)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		conf := ConfigDir(home)
+		dst := filepath.Join(conf, "projects", ProjectName(dir))
+		if err := os.MkdirAll(dst, 0o700); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, e := range entries {
+			if err := move(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), log); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			m := sessionFile.FindStringSubmatch(e.Name())
+			if m == nil {
+				continue
+			}
+			moved++
+			id := m[1]
+			// A conversation's checkpoints (for rewinds) and its todos
+			// go with it.
+			errs = append(errs, move(filepath.Join(shared, "file-history", id), filepath.Join(conf, "file-history", id), log))
+			todos, _ := filepath.Glob(filepath.Join(shared, "todos", id+"*"))
+			for _, t := range todos {
+				errs = append(errs, move(t, filepath.Join(conf, "todos", filepath.Base(t)), log))
+			}
+		}
+		_ = os.Remove(src) // only if it is empty now
+		if moved > 0 {
+			log.Info().Str("person", person).Int("conversations", moved).Str("to", home).Msg("moved the conversations of the shared CLI home into the person's own")
+		}
+	}
+	return moved, errors.Join(errs...)
+}
+
+// move renames src to dst, or copies and removes it across file systems;
+// a missing src is nothing to do, an existing dst is kept.
+func move(src, dst string, log zerolog.Logger) error {
+	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if _, err := os.Lstat(dst); err == nil {
+		if same, _ := sameTree(src, dst); !same {
+			log.Warn().Str("from", src).Str("to", dst).Msg("not moved: the person's CLI home has this already")
+			return nil
+		}
+		return os.RemoveAll(src)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return fmt.Errorf("move %s: %w", src, err)
+	}
+	err := os.Rename(src, dst)
+	if err == nil {
+		return nil
+	}
+	// Another file system (a HOME on another disk than the state
+	// directory): copy, then remove.
+	if err := copyTree(src, dst); err != nil {
+		_ = os.RemoveAll(dst)
+		return fmt.Errorf("move %s: %w", src, err)
+	}
+	return os.RemoveAll(src)
+}
+
+// sameTree reports whether two files hold the same bytes; folders count
+// as the same when dst has every file of src with the same bytes.
+func sameTree(src, dst string) (bool, error) {
+	same := true
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		a, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(filepath.Join(dst, rel))
+		if err != nil || string(a) != string(b) {
+			same = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return same && err == nil, err
+}
+
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o700)
+		case d.Type().IsRegular():
+			return copyFile(p, target)
+		default:
+			// Links and the like are not the CLI's; they stay behind.
+			return nil
+		}
+	})
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}
