@@ -107,60 +107,62 @@ func Migrate(shared, stateDir string, dirs map[string]string, log zerolog.Logger
 			errs = append(errs, err)
 			continue
 		}
+		n := 0
 		for _, e := range entries {
-			if err := move(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), log); err != nil {
+			ok, err := move(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), log)
+			m := sessionFile.FindStringSubmatch(e.Name())
+			if err != nil || !ok || m == nil {
 				errs = append(errs, err)
 				continue
 			}
-			m := sessionFile.FindStringSubmatch(e.Name())
-			if m == nil {
-				continue
-			}
-			moved++
+			n++
 			id := m[1]
 			// A conversation's checkpoints (for rewinds) and its todos
 			// go with it.
-			errs = append(errs, move(filepath.Join(shared, "file-history", id), filepath.Join(conf, "file-history", id), log))
+			_, err = move(filepath.Join(shared, "file-history", id), filepath.Join(conf, "file-history", id), log)
+			errs = append(errs, err)
 			todos, _ := filepath.Glob(filepath.Join(shared, "todos", id+"*"))
 			for _, t := range todos {
-				errs = append(errs, move(t, filepath.Join(conf, "todos", filepath.Base(t)), log))
+				_, err = move(t, filepath.Join(conf, "todos", filepath.Base(t)), log)
+				errs = append(errs, err)
 			}
 		}
 		_ = os.Remove(src) // only if it is empty now
-		if moved > 0 {
-			log.Info().Str("person", person).Int("conversations", moved).Str("to", home).Msg("moved the conversations of the shared CLI home into the person's own")
+		if n > 0 {
+			log.Info().Str("person", person).Int("conversations", n).Str("to", home).Msg("moved the conversations of the shared CLI home into the person's own")
 		}
+		moved += n
 	}
 	return moved, errors.Join(errs...)
 }
 
-// move renames src to dst, or copies and removes it across file systems;
-// a missing src is nothing to do, an existing dst is kept.
-func move(src, dst string, log zerolog.Logger) error {
+// move renames src to dst, or copies and removes it across file
+// systems, and reports whether dst now has src's contents. A missing src
+// is nothing to do; a dst with other contents is kept, and src stays.
+func move(src, dst string, log zerolog.Logger) (bool, error) {
 	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if _, err := os.Lstat(dst); err == nil {
 		if same, _ := sameTree(src, dst); !same {
 			log.Warn().Str("from", src).Str("to", dst).Msg("not moved: the person's CLI home has this already")
-			return nil
+			return false, nil
 		}
-		return os.RemoveAll(src)
+		return true, os.RemoveAll(src)
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return fmt.Errorf("move %s: %w", src, err)
+		return false, fmt.Errorf("move %s: %w", src, err)
 	}
-	err := os.Rename(src, dst)
-	if err == nil {
-		return nil
+	if err := os.Rename(src, dst); err == nil {
+		return true, nil
 	}
 	// Another file system (a HOME on another disk than the state
 	// directory): copy, then remove.
 	if err := copyTree(src, dst); err != nil {
 		_ = os.RemoveAll(dst)
-		return fmt.Errorf("move %s: %w", src, err)
+		return false, fmt.Errorf("move %s: %w", src, err)
 	}
-	return os.RemoveAll(src)
+	return true, os.RemoveAll(src)
 }
 
 // sameTree reports whether two files hold the same bytes; folders count

@@ -18,8 +18,10 @@ import (
 // serve the probe (see TestMain) instead of running tests.
 const probeEnv = "PROBE_MCP_SERVER"
 
-// serveProbe is a stdio MCP server with one tool, whereami, which answers
-// with the folder it was started in.
+// serveProbe is a stdio MCP server with two tools: whereami answers with
+// the folder it was started in, readfile with the contents of the file
+// its `location` names (a path field whose name the vault guard does not
+// know).
 func serveProbe() error {
 	s := mcpgo.NewMCPServer("probe", "1.0.0", mcpgo.WithToolCapabilities(false))
 	s.AddTool(mcp.NewTool("whereami", mcp.WithDescription("Where the probe runs")),
@@ -29,6 +31,14 @@ func serveProbe() error {
 				return nil, err
 			}
 			return mcp.NewToolResultText("PROBE-CWD " + wd), nil
+		})
+	s.AddTool(mcp.NewTool("readfile", mcp.WithDescription("Reads a file"), mcp.WithString("location")),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			b, err := os.ReadFile(req.GetString("location", ""))
+			if err != nil {
+				return mcp.NewToolResultText("PROBE-READ " + err.Error()), nil
+			}
+			return mcp.NewToolResultText("PROBE-READ " + string(b)), nil
 		})
 	return mcpgo.ServeStdio(s)
 }

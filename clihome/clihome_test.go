@@ -1,0 +1,98 @@
+package clihome_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/clihome"
+)
+
+func write(tb testing.TB, path, content string) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func read(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
+
+// The CLI names a project's folder after its working directory.
+func TestProjectName(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/tmp/exp/v_a.b/sebastian": "-tmp-exp-v-a-b-sebastian",
+		"/srv/notes/petra":         "-srv-notes-petra",
+	} {
+		if got := clihome.ProjectName(dir); got != want {
+			t.Errorf("%s: %s, want %s", dir, got, want)
+		}
+	}
+}
+
+// Each person's conversations, with their checkpoints and todos, move
+// from the shared home into their own; another person's and another
+// folder's stay; a second run changes nothing; what a home has already
+// is never overwritten.
+func TestMigrate(t *testing.T) {
+	shared, state := t.TempDir(), t.TempDir()
+	dirs := map[string]string{"sebastian": "/srv/notes/sebastian", "petra": "/srv/notes/petra"}
+	const seb1, seb2, petra1 = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222", "33333333-3333-3333-3333-333333333333"
+	sebProject := filepath.Join(shared, "projects", "-srv-notes-sebastian")
+	write(t, filepath.Join(sebProject, seb1+".jsonl"), "seb one")
+	write(t, filepath.Join(sebProject, seb2+".jsonl"), "seb two")
+	write(t, filepath.Join(sebProject, "memory", "notes.md"), "memory")
+	write(t, filepath.Join(shared, "file-history", seb1, "abc@v1"), "checkpoint")
+	write(t, filepath.Join(shared, "todos", seb1+"-agent-"+seb1+".json"), "[]")
+	write(t, filepath.Join(shared, "projects", "-srv-notes-petra", petra1+".jsonl"), "petra one")
+	write(t, filepath.Join(shared, "projects", "-elsewhere", "44444444-4444-4444-4444-444444444444.jsonl"), "not a vault")
+	// sebastian's home has seb2 already, with other contents.
+	sebConf := clihome.ConfigDir(clihome.Home(state, "sebastian"))
+	write(t, filepath.Join(sebConf, "projects", "-srv-notes-sebastian", seb2+".jsonl"), "seb two, newer")
+
+	n, err := clihome.Migrate(shared, state, dirs, zerolog.Nop())
+	if err != nil || n != 2 {
+		t.Fatalf("moved %d, %v; want 2 conversations (seb2 is kept back)", n, err)
+	}
+	petraConf := clihome.ConfigDir(clihome.Home(state, "petra"))
+	for path, want := range map[string]string{
+		filepath.Join(sebConf, "projects", "-srv-notes-sebastian", seb1+".jsonl"):       "seb one",
+		filepath.Join(sebConf, "projects", "-srv-notes-sebastian", seb2+".jsonl"):       "seb two, newer",
+		filepath.Join(sebConf, "projects", "-srv-notes-sebastian", "memory", "notes.md"): "memory",
+		filepath.Join(sebConf, "file-history", seb1, "abc@v1"):                          "checkpoint",
+		filepath.Join(sebConf, "todos", seb1+"-agent-"+seb1+".json"):                    "[]",
+		filepath.Join(petraConf, "projects", "-srv-notes-petra", petra1+".jsonl"):       "petra one",
+		// Kept back, not lost: the home had its own.
+		filepath.Join(sebProject, seb2+".jsonl"): "seb two",
+		filepath.Join(shared, "projects", "-elsewhere", "44444444-4444-4444-4444-444444444444.jsonl"): "not a vault",
+	} {
+		if got := read(path); got != want {
+			t.Errorf("%s: %q, want %q", path, got, want)
+		}
+	}
+	for _, gone := range []string{filepath.Join(sebProject, seb1+".jsonl"), filepath.Join(shared, "file-history", seb1),
+		filepath.Join(shared, "projects", "-srv-notes-petra")} {
+		if _, err := os.Stat(gone); err == nil {
+			t.Errorf("%s is still in the shared home", gone)
+		}
+	}
+	if st, err := os.Stat(clihome.Home(state, "petra")); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("petra's home: %v %v", st, err)
+	}
+	if n, err := clihome.Migrate(shared, state, dirs, zerolog.Nop()); err != nil || n != 0 {
+		t.Errorf("second run: moved %d, %v", n, err)
+	}
+	if got := read(filepath.Join(sebConf, "projects", "-srv-notes-sebastian", seb2+".jsonl")); got != "seb two, newer" {
+		t.Errorf("the second run overwrote the home's copy: %q", got)
+	}
+}
