@@ -28,10 +28,15 @@ const skillSettings = `{"disableBundledSkills":true,"enabledPlugins":{"cc-plugin
 // a running session keeps its copy whatever the configuration does next.
 
 // offerMCPServers gives a session the configured MCP servers, in a file
-// only the server can read (their env and headers may hold tokens). A file
-// that cannot be written is logged, and the session starts without them.
+// only the server can read (their env and headers may hold tokens), each
+// stdio server started in MCPWorkDir. A file that cannot be written is
+// logged, and the session starts without them.
 func (l *Launcher) offerMCPServers(spec *supervisor.Spec, person string, servers map[string]json.RawMessage) {
-	data, err := json.Marshal(map[string]any{"mcpServers": servers})
+	servers, err := inWorkDir(servers)
+	var data []byte
+	if err == nil {
+		data, err = json.Marshal(map[string]any{"mcpServers": servers})
+	}
 	if err == nil {
 		var file string
 		file, err = writeOnce(l.cfg.FilesDir, "mcp", "mcp.json", data, func(tmp string) error {
@@ -43,6 +48,61 @@ func (l *Launcher) offerMCPServers(spec *supervisor.Spec, person string, servers
 		}
 	}
 	l.log.Error().Err(err).Str("person", person).Msg("the configured MCP servers cannot be offered")
+}
+
+// MCPWorkDir is the working directory of the configured stdio MCP
+// servers. The CLI would start them in its own, the person's folder, which
+// the agent writes, and its MCP configuration has no working directory of
+// its own (its stdio entries take command, args and env); outside every
+// vault, a relative name in a server's command line never reaches a file
+// the agent wrote.
+const MCPWorkDir = "/"
+
+// envBinary starts a stdio MCP server in MCPWorkDir (GNU env's -C).
+const envBinary = "/usr/bin/env"
+
+// workDirCommand is the command line that runs command with args in
+// MCPWorkDir: env changes the folder and sets PWD to it, which some
+// programs read instead of asking, and unsets OLDPWD, which may name any
+// folder the server's own environment came from. The configuration never
+// has a command that env would read as an option (a leading -) or a
+// variable (NAME=VALUE).
+func workDirCommand(command string, args []string) (string, []string) {
+	return envBinary, append([]string{"-u", "OLDPWD", "-C", MCPWorkDir, "PWD=" + MCPWorkDir, command}, args...)
+}
+
+// inWorkDir is servers with each stdio server's command line made
+// workDirCommand's; other entries stay as they are.
+func inWorkDir(servers map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+	out := make(map[string]json.RawMessage, len(servers))
+	for name, raw := range servers {
+		var entry map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &entry); err != nil {
+			return nil, fmt.Errorf("mcp server %s: %w", name, err)
+		}
+		var kind, command string
+		var args []string
+		for key, v := range map[string]any{"type": &kind, "command": &command, "args": &args} {
+			if entry[key] != nil {
+				if err := json.Unmarshal(entry[key], v); err != nil {
+					return nil, fmt.Errorf("mcp server %s: %s: %w", name, key, err)
+				}
+			}
+		}
+		if kind != "" && kind != "stdio" {
+			out[name] = raw
+			continue
+		}
+		command, args = workDirCommand(command, args)
+		entry["command"], _ = json.Marshal(command)
+		entry["args"], _ = json.Marshal(args)
+		b, err := json.Marshal(entry)
+		if err != nil {
+			return nil, fmt.Errorf("mcp server %s: %w", name, err)
+		}
+		out[name] = b
+	}
+	return out, nil
 }
 
 // offerSkills gives a session person's skills. The CLI loads no settings

@@ -67,12 +67,14 @@ func AddableTools() []string { return []string{"TodoWrite"} }
 // ConfigRules are what the configuration's values are checked against:
 // it may take away any of the session's tools but AskUserQuestion and the
 // LinkedIn ones (publishing is its own setting), add AddableTools, and
-// not name the server's own MCP server.
+// not name the server's own MCP server; stdio MCP servers run in
+// MCPWorkDir.
 func ConfigRules() config.Rules {
 	return config.Rules{
 		Disableable: append(FileTools(), WebTools()...),
 		Addable:     AddableTools(),
 		ReservedMCP: []string{mcpserver.ServerName},
+		MCPWorkDir:  MCPWorkDir,
 	}
 }
 

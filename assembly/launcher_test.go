@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -257,7 +258,10 @@ func (f fakeSettings) Limits(person string) config.Limits { return f[person].Lim
 
 func TestSpecFollowsTheConfiguration(t *testing.T) {
 	filesDir := t.TempDir()
-	mcp := map[string]json.RawMessage{"calendar": json.RawMessage(`{"command":"/usr/bin/cal"}`)}
+	mcp := map[string]json.RawMessage{
+		"calendar": json.RawMessage(`{"command":"/usr/bin/cal"}`),
+		"wiki":     json.RawMessage(`{"type":"http","url":"https://wiki.example/mcp","headers":{"Authorization":"Bearer t"}}`),
+	}
 	usd := 3.0
 	l := assembly.New(assembly.Config{
 		Claude: "/opt/claude", VaultRoot: t.TempDir(), Hooks: &fakeHooks{}, MCP: fakeMCP{},
@@ -310,7 +314,7 @@ func TestSpecFollowsTheConfiguration(t *testing.T) {
 	if len(petra.MCPConfigFiles) != 1 || !strings.HasPrefix(petra.MCPConfigFiles[0], filesDir) {
 		t.Fatalf("mcp config files %v", petra.MCPConfigFiles)
 	}
-	if got, err := os.ReadFile(petra.MCPConfigFiles[0]); err != nil || string(got) != `{"mcpServers":{"calendar":{"command":"/usr/bin/cal"}}}` {
+	if got, err := os.ReadFile(petra.MCPConfigFiles[0]); err != nil || string(got) != `{"mcpServers":{"calendar":{"args":["-u","OLDPWD","-C","/","PWD=/","/usr/bin/cal"],"command":"/usr/bin/env"},"wiki":{"type":"http","url":"https://wiki.example/mcp","headers":{"Authorization":"Bearer t"}}}}` {
 		t.Errorf("mcp config %s %v", got, err)
 	}
 	if st, err := os.Stat(petra.MCPConfigFiles[0]); err != nil || st.Mode().Perm() != 0o600 {
@@ -400,5 +404,68 @@ func TestTerminalCommand(t *testing.T) {
 	}
 	if arg(petra, "--resume") != "cli-1" || arg(petra, "--session-id") != "" || arg(petra, "--model") != "sonnet" || arg(petra, "--plugin-dir") == "" {
 		t.Errorf("args %q", petra)
+	}
+}
+
+// TestStdioMCPServersRunOutsideTheVault runs a configured stdio server's
+// command line as the session's file hands it to the CLI, from the
+// person's folder (where the CLI runs): the server runs in
+// assembly.MCPWorkDir with PWD saying so and no OLDPWD, so a plain word
+// naming a script the agent wrote in the person's folder finds nothing.
+// The same command line as configured, unwrapped, runs the script.
+func TestStdioMCPServersRunOutsideTheVault(t *testing.T) {
+	root := t.TempDir()
+	person := filepath.Join(root, "sebastian")
+	marker := filepath.Join(t.TempDir(), "ran")
+	if err := os.MkdirAll(person, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(person, "evil"), []byte("touch '"+marker+"'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	configured := json.RawMessage(`{"command":"sh","args":["-c","pwd; printenv PWD; printenv OLDPWD; sh evil"],"env":{"X":"1"}}`)
+	l := assembly.New(assembly.Config{
+		Claude: "/opt/claude", VaultRoot: root, Hooks: &fakeHooks{}, MCP: fakeMCP{}, FilesDir: t.TempDir(), Logger: zerolog.Nop(),
+		Settings: fakeSettings{"sebastian": {MCPServers: map[string]json.RawMessage{"s": configured}}},
+	})
+	files := l.Spec("sebastian").MCPConfigFiles
+	if len(files) != 1 {
+		t.Fatalf("mcp config files %v", files)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		MCPServers map[string]struct {
+			Command string
+			Args    []string
+			Env     map[string]string
+		}
+	}
+	if err := json.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	s := file.MCPServers["s"]
+	if s.Env["X"] != "1" {
+		t.Errorf("env lost: %s", raw)
+	}
+	runIn := func(command string, args []string) string {
+		cmd := exec.Command(command, args...)
+		cmd.Dir = person
+		cmd.Env = append(os.Environ(), "PWD="+person, "OLDPWD="+person)
+		out, _ := cmd.Output()
+		return string(out)
+	}
+	if got, want := runIn(s.Command, s.Args), assembly.MCPWorkDir+"\n"+assembly.MCPWorkDir+"\n"; got != want {
+		t.Errorf("the server's folder, PWD and OLDPWD: %q, want %q", got, want)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the configured server ran the agent's script")
+	}
+
+	runIn("sh", []string{"-c", "pwd; printenv PWD; printenv OLDPWD; sh evil"})
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("run in the person's folder, the configured command line does not run the script, so the test proves nothing: %v", err)
 	}
 }

@@ -8,9 +8,10 @@
 // It only reads: it never writes a file, and it never reads anything the
 // agent can write. The configuration directory must not be inside the
 // vault repository, and a file that is, or resolves through a symbolic
-// link to, something under the vault root is refused. It does not decide
-// what a setting means for a session (package assembly does) and it does
-// not parse flags (cmd/major does).
+// link to, something under the vault root is refused; so is an MCP
+// server's command line that names a file the agent can write
+// (checkMCPArg). It does not decide what a setting means for a session
+// (package assembly does) and it does not parse flags (cmd/major does).
 package config
 
 import (
@@ -25,6 +26,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 )
 
 // The files of a layer, relative to its folder.
@@ -169,6 +171,10 @@ type Rules struct {
 	Addable []string
 	// ReservedMCP are MCP server names the server uses itself.
 	ReservedMCP []string
+	// MCPWorkDir is the working directory the configured stdio MCP
+	// servers run in, an absolute path outside the vault: a plain word in
+	// their command line names a file there.
+	MCPWorkDir string
 }
 
 // settings is config.json.
@@ -255,9 +261,9 @@ type mcpServer struct {
 	Headers map[string]string `json:"headers"`
 }
 
-// parseMCP reads mcp.json into l; inVault tells whether an absolute path
-// lies in the vault.
-func parseMCP(data []byte, r Rules, inVault func(string) bool, l *Layer) error {
+// parseMCP reads mcp.json into l; outside refuses an absolute path that
+// resolves into the vault.
+func parseMCP(data []byte, r Rules, outside func(string) error, l *Layer) error {
 	var f struct {
 		MCPServers map[string]json.RawMessage `json:"mcpServers"`
 	}
@@ -275,7 +281,7 @@ func parseMCP(data []byte, r Rules, inVault func(string) bool, l *Layer) error {
 		if err := decodeStrict(raw, &s); err != nil {
 			return fmt.Errorf("mcpServers.%s: %w", name, err)
 		}
-		if err := checkMCPServer(s, inVault); err != nil {
+		if err := checkMCPServer(s, r.MCPWorkDir, outside); err != nil {
 			return fmt.Errorf("mcpServers.%s: %w", name, err)
 		}
 	}
@@ -283,7 +289,7 @@ func parseMCP(data []byte, r Rules, inVault func(string) bool, l *Layer) error {
 	return nil
 }
 
-func checkMCPServer(s mcpServer, inVault func(string) bool) error {
+func checkMCPServer(s mcpServer, workDir string, outside func(string) error) error {
 	switch s.Type {
 	case "", "stdio":
 		switch {
@@ -291,14 +297,18 @@ func checkMCPServer(s mcpServer, inVault func(string) bool) error {
 			return errors.New("a stdio server needs a command")
 		case s.URL != "" || s.Headers != nil:
 			return errors.New("a stdio server has no url or headers")
-		case !filepath.IsAbs(s.Command) && strings.ContainsAny(s.Command, `/\`):
-			// It would be found relative to the person's folder, which
-			// the agent writes.
+		case strings.HasPrefix(s.Command, "-") || strings.ContainsFunc(s.Command, isMCPCut) || strings.Contains(s.Command, ":"):
+			// It is one path, which the CLI does not split, started
+			// behind env (package assembly), which would read a leading
+			// - as its option and NAME=VALUE as a variable.
 			return fmt.Errorf("command %q must be an absolute path or a name on PATH", s.Command)
 		}
-		for _, p := range append([]string{s.Command}, s.Args...) {
-			if filepath.IsAbs(p) && inVault(p) {
-				return fmt.Errorf("%q is in the vault, which the agent can write", p)
+		if err := checkMCPArg("command", s.Command, workDir, outside); err != nil {
+			return err
+		}
+		for _, a := range s.Args {
+			if err := checkMCPArg("argument", a, workDir, outside); err != nil {
+				return err
 			}
 		}
 	case "http", "sse":
@@ -313,6 +323,95 @@ func checkMCPServer(s mcpServer, inVault func(string) bool) error {
 		return fmt.Errorf("type %q: must be stdio, http or sse", s.Type)
 	}
 	return nil
+}
+
+var (
+	// hostURL is a URL that names a host, whose path is on that host.
+	hostURL = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://[^/\\]`)
+	// npmScoped is a scoped npm package, @scope/name[@version].
+	npmScoped = regexp.MustCompile(`^@[a-z0-9][a-z0-9._~-]*/[a-z0-9][a-z0-9._~-]*(@[^/\\]*)?$`)
+	// fileName is a word whose part after its last dot is an extension
+	// (evil.sh, server.py, .env), unlike a version or a number (1.2).
+	fileName = regexp.MustCompile(`\.[A-Za-z][A-Za-z0-9]*$`)
+)
+
+// isMCPCut tells where an MCP command or argument is cut into the pieces
+// checkMCPArg judges: white space, quotes, and what separates a flag from
+// its value, a list's items and a shell line's words.
+func isMCPCut(r rune) bool {
+	return unicode.IsSpace(r) || strings.ContainsRune("\"'`=,;|&<>()", r)
+}
+
+// checkMCPArg is the rule for the command and each argument (what says
+// which) of a configured stdio MCP server, written down in the README
+// ("Session configuration"): none may name a file the agent can write,
+// that is, a file in the vault or a relative one (the CLI's working folder
+// is the person's). The servers run in workDir, outside the vault, so a
+// plain word, which cannot be told from a file name without an extension
+// (stdio, serve), does not reach the vault either. outside refuses an
+// absolute path that resolves into the vault.
+func checkMCPArg(what, arg, workDir string, outside func(string) error) error {
+	refuse := func(piece, reason string) error {
+		if piece == arg {
+			return fmt.Errorf("%s %q %s", what, arg, reason)
+		}
+		return fmt.Errorf("%s %q: %q %s", what, arg, piece, reason)
+	}
+	hint := "give an absolute path outside the vault"
+	if what == "command" {
+		hint += " or a name on PATH"
+	}
+	if strings.Contains(arg, "${") {
+		return fmt.Errorf("%s %q: the CLI replaces ${...} with an environment variable, which may name a folder of the vault; write the value itself", what, arg)
+	}
+	for _, piece := range strings.FieldsFunc(arg, isMCPCut) {
+		if strings.HasPrefix(strings.ToLower(piece), "file:") {
+			return refuse(piece, "is a file URL: give the path itself, absolute and outside the vault")
+		}
+		if hostURL.MatchString(piece) {
+			continue
+		}
+		for _, p := range strings.Split(piece, ":") {
+			if reason := checkMCPPiece(p, hint, workDir, outside); reason != "" {
+				return refuse(p, reason)
+			}
+		}
+	}
+	return nil
+}
+
+// checkMCPPiece judges one piece of an MCP command or argument: why it is
+// refused, ending in hint, or "".
+func checkMCPPiece(p, hint, workDir string, outside func(string) error) string {
+	switch {
+	case p == "":
+		return ""
+	case strings.HasPrefix(p, "~"):
+		return "is relative to a home folder: " + hint
+	case strings.HasPrefix(p, "/"):
+		if slices.Contains(strings.Split(p, "/"), "..") {
+			return "has a .. element, and where it leads depends on the links before it: " + hint
+		}
+		if strings.Contains(p, `\`) {
+			return "has a \\, a separator on Windows: " + hint
+		}
+		if err := outside(filepath.Clean(p)); err != nil {
+			return err.Error()
+		}
+		return ""
+	case npmScoped.MatchString(p):
+		return ""
+	case strings.ContainsAny(p, `/\`):
+		return "is a relative path: " + hint
+	case strings.HasPrefix(p, "-"):
+		return ""
+	case p == "." || p == ".." || fileName.MatchString(p):
+		return "is a file relative to the working folder: " + hint
+	}
+	if err := outside(filepath.Join(workDir, p)); err != nil {
+		return "names a file in the MCP servers' working directory " + workDir + " that " + err.Error()
+	}
+	return ""
 }
 
 // checkSkill checks the SKILL.md of the skill named name: front matter

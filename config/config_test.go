@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,23 +13,26 @@ import (
 	"github.com/majorhq/major/config"
 )
 
-var rules = config.Rules{
-	Disableable: []string{"Read", "Write", "WebSearch", "WebFetch"},
-	Addable:     []string{"TodoWrite"},
-	ReservedMCP: []string{"linkedin"},
-}
-
-// world is a configuration directory and a vault beside it.
+// world is a configuration directory, a vault beside it and the MCP
+// servers' working directory.
 type world struct {
 	dir, vault string
+	rules      config.Rules
 }
 
 func newWorld(tb testing.TB) *world {
 	tb.Helper()
 	base := tb.TempDir()
-	w := &world{dir: filepath.Join(base, "config"), vault: filepath.Join(base, "vault")}
-	if err := os.MkdirAll(filepath.Join(w.vault, "sebastian"), 0o755); err != nil {
-		tb.Fatal(err)
+	w := &world{dir: filepath.Join(base, "config"), vault: filepath.Join(base, "vault"), rules: config.Rules{
+		Disableable: []string{"Read", "Write", "WebSearch", "WebFetch"},
+		Addable:     []string{"TodoWrite"},
+		ReservedMCP: []string{"linkedin"},
+		MCPWorkDir:  filepath.Join(base, "work"),
+	}}
+	for _, d := range []string{filepath.Join(w.vault, "sebastian"), w.rules.MCPWorkDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	return w
 }
@@ -52,7 +56,7 @@ func (w *world) write(tb testing.TB, rel, text string) {
 
 func (w *world) open(tb testing.TB) (*config.Store, error) {
 	tb.Helper()
-	return config.Open(config.Config{Dir: w.dir, Vault: w.vault, Rules: rules, Logger: zerolog.New(zerolog.NewTestWriter(tb))})
+	return config.Open(config.Config{Dir: w.dir, Vault: w.vault, Rules: w.rules, Logger: zerolog.New(zerolog.NewTestWriter(tb))})
 }
 
 func (w *world) mustOpen(tb testing.TB) *config.Store {
@@ -140,7 +144,9 @@ func TestBrokenFileAtStart(t *testing.T) {
 		{"mcp top key", "server/mcp.json", `{"servers":{}}`, `unknown field "servers"`},
 		{"mcp sdk", "server/mcp.json", `{"mcpServers":{"x":{"type":"sdk"}}}`, `type "sdk"`},
 		{"mcp reserved", "server/mcp.json", `{"mcpServers":{"linkedin":{"command":"x"}}}`, "the server's own"},
-		{"mcp relative command", "server/mcp.json", `{"mcpServers":{"x":{"command":"./run.sh"}}}`, "absolute path or a name on PATH"},
+		{"mcp relative command", "server/mcp.json", `{"mcpServers":{"x":{"command":"./run.sh"}}}`, `command "./run.sh" is a relative path`},
+		{"mcp command with arguments", "server/mcp.json", `{"mcpServers":{"x":{"command":"node run"}}}`, "must be an absolute path or a name on PATH"},
+		{"mcp relative argument", "server/mcp.json", `{"mcpServers":{"x":{"command":"sh","args":["./run.sh"]}}}`, `"./run.sh" is a relative path`},
 		{"mcp no command", "server/mcp.json", `{"mcpServers":{"x":{"args":["a"]}}}`, "needs a command"},
 		{"mcp bad url", "server/mcp.json", `{"mcpServers":{"x":{"type":"http","url":"file:///etc"}}}`, "not an http(s) URL"},
 		{"skill without front matter", "server/skills/a/SKILL.md", "Just do it.", "front matter"},
@@ -356,5 +362,162 @@ func TestLimitsFollowTheSettingsFiles(t *testing.T) {
 	}
 	if got := s.For("sebastian"); got.Prompt != "Be brief." || usd(got.Limits) != 1 {
 		t.Fatalf("For after a prompt change: %+v", got)
+	}
+}
+
+// TestMCPCommandLine is the rule for a stdio server's command and
+// arguments: nothing relative and nothing in the vault, in any form, while
+// flags, numbers, URLs, npm packages and plain words pass. A refused file
+// stops the start with its path and the argument, and while the server
+// runs it keeps the last good servers.
+func TestMCPCommandLine(t *testing.T) {
+	w := newWorld(t)
+	seb := filepath.Join(w.vault, "sebastian")
+	outside := t.TempDir()
+	mustLink := func(target, link string) string {
+		t.Helper()
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		return link
+	}
+	if err := os.WriteFile(filepath.Join(seb, "evil.sh"), []byte("touch ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "server.js"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	toVaultFile := mustLink(filepath.Join(seb, "evil.sh"), filepath.Join(outside, "link.sh"))
+	toVaultDir := mustLink(seb, filepath.Join(outside, "notes"))
+	dangling := mustLink(filepath.Join(seb, "later.sh"), filepath.Join(outside, "later.sh"))
+	toOutside := mustLink(filepath.Join(outside, "server.js"), filepath.Join(outside, "current.js"))
+	// A plain word names a file in the servers' working directory.
+	mustLink(seb, filepath.Join(w.rules.MCPWorkDir, "notes"))
+
+	cases := []struct {
+		name    string
+		command string
+		args    []string
+		refused bool
+	}{
+		{"npx package", "npx", []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/shared"}, false},
+		{"npm versions", "npx", []string{"-y", "mcp-remote@1.2.3", "@scope/pkg@latest", "pkg@^2"}, false},
+		{"flags and numbers", "uvx", []string{"mcp-server-fetch", "--port", "8080", "--port=8080", "-p=3000", "-y", "1.5", "-", ""}, false},
+		{"flag with dots", "java", []string{"-Dlog.level=debug", "-test.run=^$"}, false},
+		{"URLs", "mcp-remote", []string{"https://example.com/mcp", "--url=https://example.com/x?a=b", "wss://host:8443/x"}, false},
+		{"plain words", "server", []string{"stdio", "serve", "evil", "localhost:8080"}, false},
+		{"absolute paths outside", "/usr/bin/node", []string{filepath.Join(outside, "server.js"), "/opt/mcp/not-yet.js", "--config=/etc/mcp/config.json", "--allow=/srv/a,/srv/b:/srv/c"}, false},
+		{"link outside to outside", toOutside, []string{toOutside}, false},
+		{"versioned command", "python3.12", []string{"-m", "server"}, false},
+
+		{"bare file name", "sh", []string{"evil.sh"}, true},
+		{"bare python file", "python3", []string{"server.py"}, true},
+		{"hidden file", "sh", []string{".env"}, true},
+		{"dot", "node", []string{"."}, true},
+		{"dot dot", "node", []string{".."}, true},
+		{"dot slash", "sh", []string{"./evil.sh"}, true},
+		{"dot dot slash", "sh", []string{"../sebastian/evil.sh"}, true},
+		{"folder", "sh", []string{"tools/evil"}, true},
+		{"home", "sh", []string{"~/evil"}, true},
+		{"home alone", "sh", []string{"~"}, true},
+		{"long flag file name", "server", []string{"--script=evil.sh"}, true},
+		{"long flag relative", "server", []string{"--script=./evil"}, true},
+		{"short flag folder", "server", []string{"-f=tools/evil"}, true},
+		{"short flag home", "server", []string{"-f=~/evil"}, true},
+		{"flag in a flag", "server", []string{"--a=--b=./evil"}, true},
+		{"glued short flag", "server", []string{"-o./evil"}, true},
+		{"at file", "curl", []string{"-d", "@" + filepath.Join(seb, "evil.sh")}, true},
+		{"backslash", "sh", []string{`tools\evil`}, true},
+		{"dot backslash", "sh", []string{`.\evil`}, true},
+		{"drive letter", "sh", []string{`C:\tools\evil`}, true},
+		{"network share", "sh", []string{`\\server\share\evil`}, true},
+		{"absolute in the vault", "sh", []string{filepath.Join(seb, "evil.sh")}, true},
+		{"vault folder", "server", []string{"--root=" + seb}, true},
+		{"not yet written in the vault", "sh", []string{filepath.Join(seb, "new.sh")}, true},
+		{"link to a vault file", "sh", []string{toVaultFile}, true},
+		{"through a link to a vault folder", "sh", []string{filepath.Join(toVaultDir, "evil.sh")}, true},
+		{"link that points nowhere", "sh", []string{dangling}, true},
+		{"dot dot in an absolute path", "sh", []string{toVaultDir + "/../sebastian/evil.sh"}, true},
+		{"backslash in an absolute path", "sh", []string{`/opt\evil`}, true},
+		{"variable", "sh", []string{"${PWD}/evil.sh"}, true},
+		{"variable with default", "server", []string{"--root=${NOPE:-/srv}"}, true},
+		{"file URL", "server", []string{"file:///opt/x"}, true},
+		{"shell line relative", "sh", []string{"-c", "sh ./evil"}, true},
+		{"shell line absolute", "sh", []string{"-c", "/bin/cat " + filepath.Join(seb, "evil.sh") + "|sh"}, true},
+		{"path list", "server", []string{"--path=/srv/a:" + seb}, true},
+		{"comma list", "server", []string{"--path=/srv/a," + seb}, true},
+		{"word naming the vault from the working directory", "server", []string{"--root=notes"}, true},
+
+		{"relative command", "./evil.sh", nil, true},
+		{"file name command", "evil.sh", nil, true},
+		{"folder command", "tools/evil", nil, true},
+		{"command in the vault", filepath.Join(seb, "evil.sh"), nil, true},
+		{"command through a link", toVaultFile, nil, true},
+		{"command with arguments", "node server", nil, true},
+		{"command as a flag", "-evil", nil, true},
+		{"command as a variable", "PATH=/x", nil, true},
+		{"command from the home folder", "~/bin/evil", nil, true},
+	}
+	good := `{"mcpServers":{"good":{"command":"/usr/bin/good"}}}`
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			server := map[string]any{"command": tc.command}
+			if tc.args != nil {
+				server["args"] = tc.args
+			}
+			raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"x": server}})
+			w.write(t, "persons/sebastian/mcp.json", string(raw))
+			_, err := w.open(t)
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("allowed")
+			}
+			offending := tc.command
+			if len(tc.args) > 0 {
+				offending = tc.args[len(tc.args)-1]
+			}
+			if !strings.Contains(err.Error(), filepath.Join(w.dir, "persons/sebastian/mcp.json")) || !strings.Contains(err.Error(), "mcpServers.x") || !strings.Contains(err.Error(), strconv.Quote(offending)) {
+				t.Errorf("the error does not name the file, the server and %q: %v", offending, err)
+			}
+			t.Log(err)
+
+			w.write(t, "persons/sebastian/mcp.json", good)
+			s := w.mustOpen(t)
+			w.write(t, "persons/sebastian/mcp.json", string(raw))
+			if got := s.For("sebastian").MCPServers; got["x"] != nil || got["good"] == nil {
+				t.Errorf("while running: servers %v, want the last good ones", got)
+			}
+			if probs := s.Problems(); len(probs) != 1 || !strings.Contains(probs[0].Reason, "mcpServers.x") {
+				t.Errorf("problems %+v", probs)
+			}
+		})
+	}
+}
+
+// TestMCPWorkDirOutsideTheVault: the servers' working directory must be
+// an absolute path outside the vault, or a plain word could name a file
+// the agent wrote.
+func TestMCPWorkDirOutsideTheVault(t *testing.T) {
+	cases := []struct {
+		name string
+		dir  func(w *world) string
+	}{
+		{"relative", func(*world) string { return "work" }},
+		{"unset", func(*world) string { return "" }},
+		{"in the vault", func(w *world) string { return filepath.Join(w.vault, "sebastian") }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.rules.MCPWorkDir = tc.dir(w)
+			if _, err := w.open(t); err == nil || !strings.Contains(err.Error(), "working directory") {
+				t.Fatalf("got %v", err)
+			}
+		})
 	}
 }

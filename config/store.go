@@ -80,6 +80,16 @@ func Open(cfg Config) (*Store, error) {
 	if vault.Within(root, dir) || vault.Within(dir, root) {
 		return nil, fmt.Errorf("configuration directory %s overlaps the vault repository %s, which the agent and every pushed commit can write; keep it outside", cfg.Dir, cfg.Vault)
 	}
+	if !filepath.IsAbs(cfg.Rules.MCPWorkDir) {
+		return nil, fmt.Errorf("the MCP servers' working directory %q is not an absolute path", cfg.Rules.MCPWorkDir)
+	}
+	work, err := vault.Resolve(cfg.Rules.MCPWorkDir)
+	if err != nil {
+		return nil, fmt.Errorf("the MCP servers' working directory: %w", err)
+	}
+	if vault.Within(root, work) {
+		return nil, fmt.Errorf("the MCP servers' working directory %s is in the vault repository %s", cfg.Rules.MCPWorkDir, cfg.Vault)
+	}
 	s := &Store{cfg: cfg, vault: root, log: cfg.Logger.With().Str("component", "config").Logger(), layers: map[string]*layerState{}}
 	keys := []string{ServerLayer}
 	ents, err := os.ReadDir(filepath.Join(cfg.Dir, PersonsDir))
@@ -279,7 +289,7 @@ func (s *Store) load(key string) (string, Layer, error) {
 	if data, err := s.read(filepath.Join(dir, MCPFile)); err != nil {
 		return stamp, l, err
 	} else if data != nil {
-		if err := parseMCP(data, s.cfg.Rules, s.inVault, &l); err != nil {
+		if err := parseMCP(data, s.cfg.Rules, s.outsideVault, &l); err != nil {
 			return stamp, l, Problem{Path: filepath.Join(dir, MCPFile), Reason: err.Error()}
 		}
 	}
@@ -349,6 +359,21 @@ func (s *Store) read(path string) ([]byte, error) {
 func (s *Store) checkOutside(path string) error {
 	if s.inVault(path) {
 		return Problem{Path: path, Reason: "resolves into the vault repository, which the agent and every pushed commit can write; configuration is never read from there"}
+	}
+	return nil
+}
+
+// outsideVault refuses an MCP server's absolute path that is in the vault
+// or resolves into it, or that goes through a link that points nowhere
+// (its target may be made later, in the vault). The error says why, for
+// a sentence that starts with the path.
+func (s *Store) outsideVault(path string) error {
+	real, err := vault.RealPath(path)
+	if err != nil {
+		return fmt.Errorf("cannot be resolved (%v), so it might lead into the vault", errors.Unwrap(err))
+	}
+	if vault.Within(s.vault, real) {
+		return errors.New("is in the vault or leads there through a link, and the agent can write there")
 	}
 	return nil
 }

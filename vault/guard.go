@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -206,7 +204,7 @@ func (g Guard) resolve(vault, cwd, p string) (string, string) {
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(cwd, abs)
 	}
-	real, err := realPath(filepath.Clean(abs))
+	real, err := RealPath(filepath.Clean(abs))
 	if err != nil {
 		return "", fmt.Sprintf("Access denied: %q cannot be resolved safely (%v).", p, errors.Unwrap(err))
 	}
@@ -214,32 +212,6 @@ func (g Guard) resolve(vault, cwd, p string) (string, string) {
 		return "", denied
 	}
 	return real, ""
-}
-
-// realPath resolves symlinks in the longest prefix of p that exists and
-// appends the rest, so a file not yet created under a symlinked folder is
-// judged by where it would really land. A dangling symlink is an error: a
-// write through it would create its target, wherever that is.
-func realPath(p string) (string, error) {
-	rest := ""
-	cur := p
-	for {
-		if _, err := os.Lstat(cur); err == nil {
-			real, err := filepath.EvalSymlinks(cur)
-			if err != nil {
-				return "", fmt.Errorf("resolve %s: %w", cur, errors.New("a link that points nowhere"))
-			}
-			return filepath.Join(real, rest), nil
-		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
-			return "", fmt.Errorf("resolve %s: %w", cur, err)
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return p, nil
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
-	}
 }
 
 // checkGlob refuses a file pattern that reaches outside the vault: an

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -29,6 +30,33 @@ func Resolve(p string) (string, error) {
 		parent := filepath.Dir(cur)
 		if parent == cur {
 			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+// RealPath is p, which must be absolute and clean, with the symbolic links of its
+// longest existing prefix resolved and the rest appended, so a file not
+// yet created under a linked folder is judged by where it would really
+// land. A link that points nowhere is an error: its target may be made
+// later, wherever that is.
+func RealPath(p string) (string, error) {
+	rest := ""
+	cur := p
+	for {
+		if _, err := os.Lstat(cur); err == nil {
+			real, err := filepath.EvalSymlinks(cur)
+			if err != nil {
+				return "", fmt.Errorf("resolve %s: %w", cur, errors.New("a link that points nowhere"))
+			}
+			return filepath.Join(real, rest), nil
+		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+			return "", fmt.Errorf("resolve %s: %w", cur, err)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p, nil
 		}
 		rest = filepath.Join(filepath.Base(cur), rest)
 		cur = parent

@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpgo "github.com/mark3labs/mcp-go/server"
+
+	"github.com/majorhq/major/assembly"
 )
 
 // probeEnv makes this test binary, started by the CLI as an MCP server,
@@ -30,7 +34,7 @@ func serveProbe() error {
 			if err != nil {
 				return nil, err
 			}
-			return mcp.NewToolResultText("PROBE-CWD " + wd), nil
+			return mcp.NewToolResultText("PROBE-CWD " + wd + " PWD " + os.Getenv("PWD")), nil
 		})
 	s.AddTool(mcp.NewTool("readfile", mcp.WithDescription("Reads a file"), mcp.WithString("location")),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -107,7 +111,7 @@ func modelSaw(s *server, person string) (tools []string, raw string) {
 // section for everyone; sebastian's adds an MCP server, a prompt section,
 // a model and a limit, petra's a skill and a prompt section.
 //   - each person's MCP server and skill are offered to that person's
-//     sessions only, the MCP server runs in the person's folder, the skill
+//     sessions only, the MCP server runs outside the vault, the skill
 //     works, only configured skills are offered, and a skill planted in the
 //     vault never is;
 //   - the limits: the configured one over the flag, the flag where the
@@ -168,7 +172,7 @@ func TestConfigurationIsPerPerson(t *testing.T) {
 		seb := s.newSessionAs(t, "sebastian")
 		n := len(s.env.Model.Requests())
 		got := s.chatIn(t, "sebastian", seb, `[[tool mcp__probe__whereami {}]]`)
-		if want := "PROBE-CWD " + s.env.Vault("sebastian"); !strings.Contains(got, want) {
+		if want := "PROBE-CWD " + assembly.MCPWorkDir + " PWD " + assembly.MCPWorkDir; !strings.Contains(got, want) {
 			t.Errorf("sebastian's probe: %q, want %q", got, want)
 		}
 		// The configuration at start: sebastian's model and section.
@@ -256,6 +260,175 @@ func TestConfigurationIsPerPerson(t *testing.T) {
 		}
 		if got := readAll(t, s.req(t, "GET", "/readyz", "")); strings.Contains(got, "config_problems") {
 			t.Fatalf("readyz after the fix: %s", got)
+		}
+	})
+}
+
+// startFails runs the program with args and returns the error it stops
+// with; a program that starts serving instead fails the test.
+func startFails(tb testing.TB, args, environ []string) error {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, environ, logs, io.Discard) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		}
+		if strings.Contains(logs.String(), "major is serving") {
+			cancel()
+			<-done
+			tb.Fatalf("the server started:\n%s", logs)
+		}
+	}
+}
+
+// configErrors are the messages of the error lines the server logged
+// about the configuration file path, as "reason".
+func configErrors(logs, path string) []string {
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		var l struct{ Level, Path, Reason string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Level == "error" && l.Path == path {
+			out = append(out, l.Reason)
+		}
+	}
+	return out
+}
+
+// TestOwnersMCPServerNeverRunsTheAgentsFile: the model writes scripts
+// into sebastian's folder; a configured MCP server that names one, in any
+// form a path can take, is refused: at start the server does not start, and
+// while it runs the file is logged at error level with its path and
+// reason, and new sessions keep the last good servers. A bare word, which
+// cannot be told from a plain argument, is allowed, and the server runs
+// outside the vault, so it does not find the file either. No script ever
+// runs.
+func TestOwnersMCPServerNeverRunsTheAgentsFile(t *testing.T) {
+	t.Parallel()
+	conf := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := map[string]any{"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{probeEnv: "1"}}
+	mcpFile := func(evil map[string]any) string {
+		servers := map[string]any{"probe": probe}
+		if evil != nil {
+			servers["evil"] = evil
+		}
+		b, _ := json.Marshal(map[string]any{"mcpServers": servers})
+		return string(b)
+	}
+	writeConfig(t, conf, map[string]string{
+		"persons/sebastian/mcp.json":    mcpFile(nil),
+		"persons/sebastian/config.json": `{"tools":{"allow":["mcp__probe"]}}`,
+	})
+	s := start(t, "--config-dir", conf)
+	seb := s.env.Vault("sebastian")
+	marker := filepath.Join(t.TempDir(), "ran")
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+
+	step("the model writes scripts into the person's folder", func(t *testing.T) {
+		id := s.newSessionAs(t, "sebastian")
+		for _, name := range []string{"evil.sh", "evil", "tools/evil.sh"} {
+			input, _ := json.Marshal(map[string]string{"file_path": filepath.Join(seb, name), "content": "touch '" + marker + "'\n"})
+			s.chatIn(t, "sebastian", id, "[[tool Write "+string(input)+"]]")
+			if _, err := os.Stat(filepath.Join(seb, name)); err != nil {
+				t.Fatalf("the model did not write %s: %v", name, err)
+			}
+		}
+	})
+
+	outside := t.TempDir()
+	link := filepath.Join(outside, "link.sh")
+	if err := os.Symlink(filepath.Join(seb, "evil.sh"), link); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(outside, "later.sh")
+	if err := os.Symlink(filepath.Join(seb, "later.sh"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	refused := []struct {
+		name string
+		evil map[string]any
+	}{
+		{"bare file name", map[string]any{"command": "sh", "args": []string{"evil.sh"}}},
+		{"dot slash", map[string]any{"command": "sh", "args": []string{"./evil.sh"}}},
+		{"dot dot", map[string]any{"command": "sh", "args": []string{"../sebastian/evil.sh"}}},
+		{"folder", map[string]any{"command": "sh", "args": []string{"tools/evil.sh"}}},
+		{"home", map[string]any{"command": "sh", "args": []string{"~/evil.sh"}}},
+		{"long flag", map[string]any{"command": "sh", "args": []string{"--script=evil.sh"}}},
+		{"short flag", map[string]any{"command": "sh", "args": []string{"-f=./evil.sh"}}},
+		{"shell line", map[string]any{"command": "sh", "args": []string{"-c", "sh ./evil.sh"}}},
+		{"variable", map[string]any{"command": "sh", "args": []string{"${PWD}/evil.sh"}}},
+		{"backslash", map[string]any{"command": "sh", "args": []string{`tools\evil.sh`}}},
+		{"dot backslash", map[string]any{"command": "sh", "args": []string{`.\evil.sh`}}},
+		{"absolute", map[string]any{"command": "sh", "args": []string{filepath.Join(seb, "evil.sh")}}},
+		{"link into the vault", map[string]any{"command": "sh", "args": []string{link}}},
+		{"link to a file not yet written", map[string]any{"command": "sh", "args": []string{dangling}}},
+		{"relative command", map[string]any{"command": "./evil.sh"}},
+		{"file name command", map[string]any{"command": "evil.sh"}},
+		{"absolute command", map[string]any{"command": filepath.Join(seb, "evil.sh")}},
+		{"linked command", map[string]any{"command": link}},
+	}
+	path := filepath.Join(conf, "persons/sebastian/mcp.json")
+	step("refused while the server runs", func(t *testing.T) {
+		for _, tc := range refused {
+			before := len(configErrors(s.logs.String(), path))
+			writeConfig(t, conf, map[string]string{"persons/sebastian/mcp.json": mcpFile(tc.evil)})
+			if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"config_problems":1`) {
+				t.Errorf("%s: not refused: %s", tc.name, got)
+				continue
+			}
+			if errs := configErrors(s.logs.String(), path); len(errs) != before+1 || !strings.Contains(errs[len(errs)-1], "mcpServers.evil: ") {
+				t.Errorf("%s: no error naming the file and the reason: %q", tc.name, errs)
+			} else {
+				t.Logf("%s: %s", tc.name, errs[len(errs)-1])
+			}
+		}
+		// The last good servers stay: the probe, and nothing of the
+		// agent's.
+		got := s.chatAs(t, "sebastian", `[[tool mcp__probe__whereami {}]]`)
+		if !strings.Contains(got, "PROBE-CWD") {
+			t.Errorf("the last good MCP servers are gone: %q", got)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("a configured MCP server ran the agent's script")
+		}
+	})
+
+	step("refused at start", func(t *testing.T) {
+		args := withArg(s.args, "--state-dir", t.TempDir())
+		for _, tc := range refused {
+			writeConfig(t, conf, map[string]string{"persons/sebastian/mcp.json": mcpFile(tc.evil)})
+			if err := startFails(t, args, s.environ); err == nil || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s: start: %v", tc.name, err)
+			}
+		}
+	})
+
+	step("a bare word runs outside the vault", func(t *testing.T) {
+		writeConfig(t, conf, map[string]string{"persons/sebastian/mcp.json": mcpFile(map[string]any{"command": "sh", "args": []string{"evil"}})})
+		if got := readAll(t, s.req(t, "GET", "/readyz", "")); strings.Contains(got, "config_problems") {
+			t.Fatalf("a bare word is refused: %s", got)
+		}
+		got := s.chatAs(t, "sebastian", `[[tool mcp__probe__whereami {}]]`)
+		if want := "PROBE-CWD " + assembly.MCPWorkDir + " PWD " + assembly.MCPWorkDir; !strings.Contains(got, want) {
+			t.Errorf("the configured servers run in %q, want %q (outside the vault)", got, want)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("a configured MCP server ran the agent's script")
 		}
 	})
 }
