@@ -71,8 +71,9 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 			}
 		}
 		// Its own folder it reads.
-		writeFile(t, filepath.Join(s.env.Vault("sebastian"), "mine.md"), "MINE")
-		if got := s.chatIn(t, "sebastian", id, `[[tool mcp__probe__readfile {"location":"mine.md"}]]`); !strings.Contains(got, "MINE") {
+		mine := filepath.Join(s.env.Vault("sebastian"), "mine.md")
+		writeFile(t, mine, "MINE")
+		if got := s.chatIn(t, "sebastian", id, `[[tool mcp__probe__readfile {"location":"`+mine+`"}]]`); !strings.Contains(got, "MINE") {
 			t.Errorf("the probe cannot read the person's own note: %q", got)
 		}
 	})
@@ -85,8 +86,8 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 		if got := s.chatIn(t, "sebastian", id, `[[tool mcp__probe__whereami {}]]`); !strings.Contains(got, "PROBE-CWD") {
 			t.Fatalf("no probe: %q", got)
 		}
-		if n := environsClean(t, s.env.VaultRoot, leaks); n < 2 {
-			t.Errorf("found %d processes in the vault; want the CLI and its MCP server at least", n)
+		if n := environsClean(t, leaks); n < 3 {
+			t.Errorf("found %d processes in sandboxes; want bwrap, the CLI and its MCP server at least", n)
 		}
 	})
 
@@ -117,8 +118,8 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 			t.Errorf("a variable of the server's inside: %s", screen)
 		}
 		// The terminal's claude and its shell, while they run.
-		if n := environsClean(t, s.env.VaultRoot, leaks); n < 1 {
-			t.Errorf("found %d processes in the vault; want the terminal's claude", n)
+		if n := environsClean(t, leaks); n < 2 {
+			t.Errorf("found %d processes in sandboxes; want bwrap and the terminal's claude", n)
 		}
 		if _, err := os.Stat(outside); err == nil {
 			t.Errorf("the shell wrote %s", outside)
@@ -126,14 +127,15 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 	})
 }
 
-// environsClean checks the environment of every process working under
-// root with leaks, and that none holds a MAJOR_ variable; it returns how
-// many it checked.
-func environsClean(t *testing.T, root string, leaks func(t *testing.T, where, text string)) int {
+// environsClean checks with leaks the environment of every sandbox on
+// the machine (bwrap and everything under it: CLIs, MCP servers, shells,
+// hook commands, of this test and of any other running), and that none
+// holds a MAJOR_ variable; it returns how many processes it checked.
+func environsClean(t *testing.T, leaks func(t *testing.T, where, text string)) int {
 	t.Helper()
 	seen := 0
 	for _, pid := range procgroup.All() {
-		if !inVault(pid, root) {
+		if !sandboxed(pid) {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
@@ -152,13 +154,21 @@ func environsClean(t *testing.T, root string, leaks func(t *testing.T, where, te
 	return seen
 }
 
-// inVault reports whether process pid works in a folder under root (a
-// person's CLI, or a program it started).
-func inVault(pid int, root string) bool {
-	cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd"))
-	return err == nil && (cwd == root || strings.HasPrefix(cwd, root+"/"))
+// sandboxed reports whether pid is a bwrap or runs under one.
+func sandboxed(pid int) bool {
+	for range 16 {
+		args := procgroup.Args(pid)
+		if len(args) > 0 && filepath.Base(args[0]) == "bwrap" {
+			return true
+		}
+		p, ok := procgroup.Read(pid)
+		if !ok || p.PPID <= 1 {
+			return false
+		}
+		pid = p.PPID
+	}
+	return false
 }
-
 // A state directory written before per-person homes (every CLI ran with
 // the server's HOME, so every transcript sits in that one home) resumes:
 // at start each person's conversations move into their own home, and the
