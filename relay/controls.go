@@ -48,6 +48,14 @@ func badSetting(format string, args ...any) error {
 func (c *Session) Spent() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.spentLocked()
+}
+
+// spentLocked is Spent; c.mu is held.
+func (c *Session) spentLocked() float64 {
+	if c.meteredMode {
+		return c.metered
+	}
 	return c.tr.Spent()
 }
 

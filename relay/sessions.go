@@ -128,6 +128,13 @@ type RegistryConfig struct {
 	Rewound func(ctx context.Context, person, sessionID, messageID string) (status string)
 	// Limits are each person's budgets and turn bound; nil: none.
 	Limits func(person string) Limits
+	// Metered says that every model request's cost reaches the registry
+	// as it ends (Charge, from the model gateway), a turn's cut off by a
+	// crash included: what a session and a person spent is then the sum
+	// of those, and a turn's end adds only the message and its time to
+	// the person's day. Without it, the CLI's figures at each turn's end
+	// are what was spent.
+	Metered bool
 	Logger zerolog.Logger
 	Now    func() time.Time
 }
@@ -227,6 +234,13 @@ type Session struct {
 	forkedFrom string
 	// ledger sums the person's usage per day.
 	ledger *usage.Ledger
+	// meteredMode: the gateway reports each request's cost (Charge), and
+	// metered is the sum, what the session spent.
+	meteredMode bool
+	metered     float64
+	// refused is the budget a model request of the running turn was
+	// refused for, by the gateway; the turn ends with it.
+	refused *BudgetError
 	// setMu makes one settings change at a time, so none is lost.
 	setMu sync.Mutex
 	// terminal: the conversation is open in a terminal (see terminal.go).
@@ -373,6 +387,12 @@ func (c *Session) apply(ev supervisor.Event) {
 	}
 	var started *Event
 	for _, o := range c.tr.Translate(ev) {
+		if f, ok := o.Body.(clientevent.Error); ok && ev.Kind == supervisor.EventTurnEnd && c.refused != nil {
+			// The gateway refused a model request for a spent budget: the
+			// CLI saw an API error, the person reads which budget.
+			f.Message, f.Kind, f.Status, f.RetryAfter = c.refused.Error(), clientevent.KindBudget, 0, 0
+			o.Body = f
+		}
 		e := c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
 		if e != nil {
 			c.observe(e, o.Body)
@@ -405,8 +425,17 @@ func (c *Session) apply(ev supervisor.Event) {
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
 		c.turnStarted = ev.Time
+		c.refused = nil
 	case supervisor.EventTurnEnd:
-		if ev.Usage != nil {
+		c.refused = nil
+		switch {
+		case c.meteredMode:
+			d := usage.Day{Messages: 1}
+			if ev.Usage != nil {
+				d.DurationMS = ev.Usage.DurationMS
+			}
+			c.ledger.Add(c.Person, ev.Time, d)
+		case ev.Usage != nil:
 			c.ledger.Record(c.Person, ev.Time, ev.Usage)
 		}
 		if ev.Msg != nil && !ev.Msg.IsError {
@@ -523,7 +552,7 @@ func (c *Session) meta() meta {
 	return meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
 		Created: c.Created, LastActivity: c.lastActivity,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		Effort: set.Effort, SpentUSD: c.tr.Spent(), Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.LastEntry()}
+		Effort: set.Effort, SpentUSD: c.spentLocked(), Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.LastEntry()}
 }
 
 // History returns a copy of the session's messages.
@@ -544,7 +573,7 @@ func (c *Session) Info() SessionInfo {
 	}
 	return SessionInfo{ID: c.ID, Title: c.title, Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State()),
 		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		Effort: set.Effort, SpentUSD: c.tr.Spent(), ForkedFrom: c.forkedFrom}
+		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom}
 }
 
 // AttachInteractive counts a client that can answer questions until the
@@ -636,6 +665,8 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 		metrics:      s.metrics,
 		queue:        turnQueue{limit: s.cfg.QueueLimit},
 		ledger:       s.ledger,
+		meteredMode:  s.cfg.Metered,
+		metered:      m.SpentUSD,
 		model:        m.Model,
 		fork:         m.Fork,
 		resumeAt:     m.ResumeAt,

@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/usage"
@@ -104,4 +105,60 @@ func (s *Registry) Admit(c *Session, message string) error {
 		c.mu.Unlock()
 	}
 	return err
+}
+
+// Charge counts one model request a CLI of person's made for session (""
+// for a process no session had taken yet): its cost and tokens go to the
+// person's day and its cost to the session, at once, so the budgets hold
+// within a turn and a turn cut off by a crash is paid for. Only with
+// RegistryConfig.Metered.
+func (s *Registry) Charge(person, session string, at time.Time, d usage.Day) {
+	if !s.cfg.Metered {
+		return
+	}
+	d.Date, d.Messages, d.DurationMS = "", 0, 0
+	s.ledger.Add(person, at, d)
+	if session == "" {
+		return
+	}
+	if c, err := s.Get(session, person); err == nil {
+		c.mu.Lock()
+		c.metered += d.CostUSD
+		c.mu.Unlock()
+	}
+}
+
+// AdmitRequest checks, before a model request of person's session goes
+// out, that neither the session nor the person has spent their budget:
+// a BudgetError if one has. The session's next turn then ends with that
+// error (see Refused).
+func (s *Registry) AdmitRequest(person, session string) error {
+	if session != "" {
+		if c, err := s.Get(session, person); err == nil {
+			_, _, err := s.allowance(c)
+			return err
+		}
+	}
+	lim := s.limits(person)
+	if lim.PersonDayUSD > 0 {
+		if spent := s.ledger.Spent(person, s.cfg.Now()); spent >= lim.PersonDayUSD {
+			return &BudgetError{Scope: "day", LimitUSD: lim.PersonDayUSD, SpentUSD: spent}
+		}
+	}
+	return nil
+}
+
+// Refused tells session that a model request of its was refused for err
+// (a BudgetError): the turn that made it ends with that error, as a
+// budget, rather than as the API error the CLI saw.
+func (s *Registry) Refused(person, session string, err error) {
+	var over *BudgetError
+	if session == "" || !errors.As(err, &over) {
+		return
+	}
+	if c, gerr := s.Get(session, person); gerr == nil {
+		c.mu.Lock()
+		c.refused = over
+		c.mu.Unlock()
+	}
 }

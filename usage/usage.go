@@ -111,6 +111,14 @@ func dateOf(t time.Time) string { return t.UTC().Format("2006-01-02") }
 
 // Record adds a turn's usage to the person's day.
 func (l *Ledger) Record(person string, at time.Time, u *supervisor.Usage) {
+	var d Day
+	d.add(u)
+	l.Add(person, at, d)
+}
+
+// Add adds the counts of d (not its date) to the person's day of at:
+// one model request's cost and tokens, or one message and its time.
+func (l *Ledger) Add(person string, at time.Time, delta Day) {
 	l.mu.Lock()
 	days := l.days[person]
 	if days == nil {
@@ -130,7 +138,7 @@ func (l *Ledger) Record(person string, at time.Time, u *supervisor.Usage) {
 			delete(days, oldest)
 		}
 	}
-	d.add(u)
+	d.plus(delta)
 	l.dirty = true
 	l.mu.Unlock()
 	select {
