@@ -66,14 +66,14 @@ func TestMigrate(t *testing.T) {
 	}
 	petraConf := clihome.ConfigDir(clihome.Home(state, "petra"))
 	for path, want := range map[string]string{
-		filepath.Join(sebConf, "projects", "-srv-notes-sebastian", seb1+".jsonl"):       "seb one",
-		filepath.Join(sebConf, "projects", "-srv-notes-sebastian", seb2+".jsonl"):       "seb two, newer",
+		filepath.Join(sebConf, "projects", "-srv-notes-sebastian", seb1+".jsonl"):        "seb one",
+		filepath.Join(sebConf, "projects", "-srv-notes-sebastian", seb2+".jsonl"):        "seb two, newer",
 		filepath.Join(sebConf, "projects", "-srv-notes-sebastian", "memory", "notes.md"): "memory",
-		filepath.Join(sebConf, "file-history", seb1, "abc@v1"):                          "checkpoint",
-		filepath.Join(sebConf, "todos", seb1+"-agent-"+seb1+".json"):                    "[]",
-		filepath.Join(petraConf, "projects", "-srv-notes-petra", petra1+".jsonl"):       "petra one",
+		filepath.Join(sebConf, "file-history", seb1, "abc@v1"):                           "checkpoint",
+		filepath.Join(sebConf, "todos", seb1+"-agent-"+seb1+".json"):                     "[]",
+		filepath.Join(petraConf, "projects", "-srv-notes-petra", petra1+".jsonl"):        "petra one",
 		// Kept back, not lost: the home had its own.
-		filepath.Join(sebProject, seb2+".jsonl"): "seb two",
+		filepath.Join(sebProject, seb2+".jsonl"):                                                      "seb two",
 		filepath.Join(shared, "projects", "-elsewhere", "44444444-4444-4444-4444-444444444444.jsonl"): "not a vault",
 	} {
 		if got := read(path); got != want {

@@ -135,8 +135,8 @@ type RegistryConfig struct {
 	// the person's day. Without it, the CLI's figures at each turn's end
 	// are what was spent.
 	Metered bool
-	Logger zerolog.Logger
-	Now    func() time.Time
+	Logger  zerolog.Logger
+	Now     func() time.Time
 }
 
 // Registry holds every chat session by id.

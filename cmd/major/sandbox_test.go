@@ -169,6 +169,7 @@ func sandboxed(pid int) bool {
 	}
 	return false
 }
+
 // A state directory written before per-person homes (every CLI ran with
 // the server's HOME, so every transcript sits in that one home) resumes:
 // at start each person's conversations move into their own home, and the
