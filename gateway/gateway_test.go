@@ -48,7 +48,7 @@ func TestCLITurnsThroughGateway(t *testing.T) {
 				t.Fatal("the CLI reported no usage")
 			}
 			var cost float64
-			for _, r := range w.drain() {
+			for _, r := range w.settle(t) {
 				if r.Person != "sebastian" || r.Session != "chat-1" || r.Status != 200 || !r.Complete || r.Model == "" {
 					t.Errorf("recorded %+v", r)
 				}
@@ -419,29 +419,44 @@ func TestStreamingUnbuffered(t *testing.T) {
 	defer srv.Close()
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(`{"model":"claude-opus-4-6","stream":true}`))
 	req.Header.Set("x-api-key", gw.Issue("sebastian", "chat-7"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	type firstLine struct {
+		resp *http.Response
+		br   *bufio.Reader
+		line string
+		err  error
 	}
-	defer resp.Body.Close()
-	first := make(chan string, 1)
-	br := bufio.NewReader(resp.Body)
+	first := make(chan firstLine, 1)
 	go func() {
-		line, _ := br.ReadString('\n')
-		first <- line
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- firstLine{err: err}
+			return
+		}
+		br := bufio.NewReader(resp.Body)
+		line, err := br.ReadString('\n')
+		first <- firstLine{resp, br, line, err}
 	}()
-	// A generous bound on a read that, buffered, would never return.
+	// A generous bound on what, buffered, would never come.
 	timer := time.NewTimer(30 * time.Second)
 	defer timer.Stop()
+	var got firstLine
 	select {
-	case line := <-first:
-		if line != "event: message_start\n" {
-			t.Fatalf("first line %q", line)
-		}
+	case got = <-first:
 	case <-timer.C:
 		close(release)
+		if got = <-first; got.resp != nil {
+			got.resp.Body.Close()
+		}
 		t.Fatal("the first event did not reach the client while the upstream was still answering")
 	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	defer got.resp.Body.Close()
+	if got.line != "event: message_start\n" {
+		t.Fatalf("first line %q", got.line)
+	}
+	br := got.br
 	close(release)
 	if _, err := io.ReadAll(br); err != nil {
 		t.Fatal(err)

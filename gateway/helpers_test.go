@@ -149,6 +149,20 @@ func (w *world) drain() []gateway.Request {
 	}
 }
 
+// settle waits until every model request that reached the upstream has
+// been recorded (the CLI may end its turn at message_stop, before the
+// gateway has seen the end of the body), and returns the records not yet
+// taken.
+func (w *world) settle(tb testing.TB) []gateway.Request {
+	tb.Helper()
+	want := w.upstream.messages()
+	var got []gateway.Request
+	for len(w.all()) < want {
+		got = append(got, w.next(tb))
+	}
+	return append(got, w.drain()...)
+}
+
 // cliEnv is a CLI's environment behind the gateway: the gateway's URL
 // and a session token, and no other credential.
 func (w *world) cliEnv(token string, extra ...string) []string {
