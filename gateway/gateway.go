@@ -64,10 +64,10 @@ type Config struct {
 	Admit func(person, session string) error
 	// Refused is told about each request Admit refused.
 	Refused func(person, session string, err error)
-	// Record is called exactly once for every admitted model request,
-	// when it ended, however it ended (a stream cut half way reports
-	// what it had seen). It runs on the request's goroutine: keep it
-	// short.
+	// Record is called exactly once for every model request the gateway
+	// forwarded (an upstream that could not be reached included), when
+	// it ended, however it ended (a stream cut half way reports what it
+	// had seen). It runs on the request's goroutine: keep it short.
 	Record func(Request)
 	// Prices replace or add to the built-in prices, by model name or
 	// catalog id (see Canonical).
