@@ -22,6 +22,8 @@ import (
 //	[[drop]] / [[malformed]] break the stream mid-message
 //	[[hang]]                start the message, then send nothing
 //	[[cost N]]              answer, reporting N input tokens of usage
+//	[[usage {json}]]        answer, reporting this usage (cache tokens,
+//	                        server_tool_use, ...; see Reply.Usage)
 //
 // A message with no directive gets a short offline answer, and a request
 // that carries tool results is answered "RESULT<<...>>" with their text, so
@@ -90,6 +92,12 @@ func Script(req Request) Reply {
 	case "cost":
 		n, _ := strconv.Atoi(strings.TrimSpace(args))
 		return Reply{Blocks: []ReplyBlock{{Text: "an expensive answer"}}, InputTokens: n}
+	case "usage":
+		var u map[string]any
+		if err := json.Unmarshal([]byte(args), &u); err != nil {
+			return Text("script error: usage is not a JSON object: " + err.Error())
+		}
+		return Reply{Blocks: []ReplyBlock{{Text: "an answer with usage"}}, Usage: u}
 	case "malformed":
 		return Reply{Blocks: []ReplyBlock{{Text: "partial answer"}}, Malformed: true}
 	}

@@ -39,6 +39,12 @@ type Reply struct {
 	// InputTokens is the usage the message reports for its input
 	// (0: 10), so a test can make a turn as expensive as it likes.
 	InputTokens int
+	// Usage, when set, is the whole usage the message reports, as the
+	// API spells it (cache tokens, server_tool_use, ...): message_start
+	// carries all of it but output_tokens and server_tool_use, which come
+	// in message_delta (output_tokens 10 unless given), as the API sends
+	// them.
+	Usage map[string]any
 }
 
 // ReplyBlock is a text block or, when Name is set, a tool_use block.
@@ -192,7 +198,7 @@ func (s *Server) wholeMessage(req Request, reply Reply) map[string]any {
 	return map[string]any{
 		"id": s.nextID("msg"), "type": "message", "role": "assistant", "model": modelOf(req),
 		"content": content, "stop_reason": stop, "stop_sequence": nil,
-		"usage": map[string]int{"input_tokens": reply.inputTokens(), "output_tokens": 10},
+		"usage": reply.wholeUsage(),
 	}
 }
 
@@ -201,6 +207,37 @@ func (r Reply) inputTokens() int {
 		return r.InputTokens
 	}
 	return 10
+}
+
+// startUsage is the usage of message_start: everything but the output.
+func (r Reply) startUsage() map[string]any {
+	u := map[string]any{"input_tokens": r.inputTokens(), "output_tokens": 1}
+	for k, v := range r.Usage {
+		if k != "output_tokens" && k != "server_tool_use" {
+			u[k] = v
+		}
+	}
+	return u
+}
+
+// deltaUsage is the usage of message_delta: the output and server tools.
+func (r Reply) deltaUsage() map[string]any {
+	u := map[string]any{"output_tokens": 10}
+	for _, k := range []string{"output_tokens", "server_tool_use"} {
+		if v, ok := r.Usage[k]; ok {
+			u[k] = v
+		}
+	}
+	return u
+}
+
+// wholeUsage is the usage of a message that is not streamed.
+func (r Reply) wholeUsage() map[string]any {
+	u := r.startUsage()
+	for k, v := range r.deltaUsage() {
+		u[k] = v
+	}
+	return u
 }
 
 // stream writes the reply as the API's server-sent events.
@@ -239,7 +276,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 	msgID := s.nextID("msg")
 	if !send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": msgID, "type": "message", "role": "assistant", "model": modelOf(req), "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": reply.inputTokens(), "output_tokens": 1},
+		"stop_reason": nil, "stop_sequence": nil, "usage": reply.startUsage(),
 	}}) {
 		return
 	}
@@ -289,7 +326,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 		}
 	}
 	if !send("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 10}}) {
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": reply.deltaUsage()}) {
 		return
 	}
 	send("message_stop", map[string]any{"type": "message_stop"})

@@ -239,3 +239,47 @@ func TestCLIFailuresEndTurns(t *testing.T) {
 		})
 	}
 }
+
+// [[usage {json}]] reports that usage: message_start carries the input
+// and cache counts, message_delta the output and server tools, and a
+// whole message all of it.
+func TestUsageDirective(t *testing.T) {
+	srv := httptest.NewServer(scriptedmodel.New(scriptedmodel.Script))
+	defer srv.Close()
+	const directive = `[[usage {"input_tokens":5,"cache_read_input_tokens":6,"output_tokens":7,"server_tool_use":{"web_search_requests":2}}]]`
+	resp := post(t, srv.URL+"/v1/messages", request(directive, true))
+	evs, err := scriptedmodel.ReadSSE(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := map[string]string{}
+	for _, e := range evs {
+		var data struct {
+			Message struct {
+				Usage json.RawMessage `json:"usage"`
+			} `json:"message"`
+			Usage json.RawMessage `json:"usage"`
+		}
+		_ = json.Unmarshal([]byte(e[1]), &data)
+		switch e[0] {
+		case "message_start":
+			usage[e[0]] = string(data.Message.Usage)
+		case "message_delta":
+			usage[e[0]] = string(data.Usage)
+		}
+	}
+	if usage["message_start"] != `{"cache_read_input_tokens":6,"input_tokens":5,"output_tokens":1}` ||
+		usage["message_delta"] != `{"output_tokens":7,"server_tool_use":{"web_search_requests":2}}` {
+		t.Fatalf("usage %v", usage)
+	}
+	resp = post(t, srv.URL+"/v1/messages", request(directive, false))
+	var msg struct {
+		Usage json.RawMessage `json:"usage"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&msg)
+	resp.Body.Close()
+	if string(msg.Usage) != `{"cache_read_input_tokens":6,"input_tokens":5,"output_tokens":7,"server_tool_use":{"web_search_requests":2}}` {
+		t.Fatalf("whole message usage %s", msg.Usage)
+	}
+}

@@ -13,7 +13,7 @@ BENCH_TIME=${BENCH_TIME:-}
 unit=${BENCH_TIME:-1s}
 cli=${BENCH_TIME:-7x}
 out=$( {
-	"$GO" test -run '^$' -bench . -benchmem -count "$COUNT" -benchtime "$unit" ./supervisor/ ./relay/ ./internal/...
+	"$GO" test -run '^$' -bench . -benchmem -count "$COUNT" -benchtime "$unit" ./supervisor/ ./relay/ ./gateway/ ./internal/...
 	"$GO" test -run '^$' -bench . -count "$COUNT" -benchtime "$cli" ./cmd/major/
 } 2>&1)
 printf '%s\n' "$out" | awk '
