@@ -14,7 +14,8 @@ import (
 // Environment is the environment every CLI starts from, made of the
 // server's own (server): only what configures the CLI, the locale and
 // the way to the web, never a credential or a setting of the server's.
-// The model is reached through the gateway at modelURL; each process adds
+// The model is reached through the gateway at modelURL (none: no way to
+// the model, the server has no credential); each process adds
 // its own token (Spec.Credential) and its person's home (clihome.Env).
 //
 // Kept: PATH, SHELL, USER, LOGNAME, TERM, the locale (LANG, LANGUAGE,
@@ -49,6 +50,9 @@ func Environment(server []string, modelURL string) []string {
 			}
 		}
 		out = append(out, "NO_PROXY="+noProxy, "no_proxy="+noProxy)
+	}
+	if modelURL == "" {
+		return supervisor.CleanEnv(out)
 	}
 	return supervisor.CleanEnv(out, "ANTHROPIC_BASE_URL="+modelURL)
 }

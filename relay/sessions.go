@@ -131,8 +131,8 @@ type RegistryConfig struct {
 	// Metered says that every model request's cost reaches the registry
 	// as it ends (Charge, from the model gateway), a turn's cut off by a
 	// crash included: what a session and a person spent is then the sum
-	// of those, and a turn's end adds only the message and its time to
-	// the person's day. Without it, the CLI's figures at each turn's end
+	// of those, and a turn's end adds only the message, its agent turns
+	// and its time to the person's day. Without it, the CLI's figures at each turn's end
 	// are what was spent.
 	Metered bool
 	Logger  zerolog.Logger
@@ -432,7 +432,7 @@ func (c *Session) apply(ev supervisor.Event) {
 		case c.meteredMode:
 			d := usage.Day{Messages: 1}
 			if ev.Usage != nil {
-				d.DurationMS = ev.Usage.DurationMS
+				d.AgentTurns, d.DurationMS = ev.Usage.NumTurns, ev.Usage.DurationMS
 			}
 			c.ledger.Add(c.Person, ev.Time, d)
 		case ev.Usage != nil:

@@ -116,7 +116,7 @@ func (s *Registry) Charge(person, session string, at time.Time, d usage.Day) {
 	if !s.cfg.Metered {
 		return
 	}
-	d.Date, d.Messages, d.DurationMS = "", 0, 0
+	d.Date, d.Messages, d.AgentTurns, d.DurationMS = "", 0, 0, 0
 	s.ledger.Add(person, at, d)
 	if session == "" {
 		return

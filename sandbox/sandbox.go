@@ -290,18 +290,17 @@ func systemMounts(root string) []string {
 	return args
 }
 
-// InstallDir is the folder a CLI binary was installed with, which a
-// sandbox must hold for the binary to run: for an npm install the
-// package's folder (the one with package.json, a few levels above the
-// binary, whose bundled tools it may call), else the binary's own folder.
-// binary is resolved through links first.
+// InstallDir is what of a CLI's install a sandbox must hold for the
+// binary to run: for an npm install the package's folder (the one with
+// package.json, a few levels above the binary, whose bundled tools it may
+// call), else the binary alone (a self-contained build), never the
+// folder it happens to sit in. binary is resolved through links first.
 func InstallDir(binary string) (string, error) {
 	real, err := filepath.EvalSymlinks(binary)
 	if err != nil {
 		return "", fmt.Errorf("find the CLI's install: %w", err)
 	}
-	dir := filepath.Dir(real)
-	for d, i := dir, 0; i < 3; d, i = filepath.Dir(d), i+1 {
+	for d, i := filepath.Dir(real), 0; i < 3; d, i = filepath.Dir(d), i+1 {
 		if _, err := os.Stat(filepath.Join(d, "package.json")); err == nil {
 			return d, nil
 		}
@@ -309,5 +308,9 @@ func InstallDir(binary string) (string, error) {
 			break
 		}
 	}
-	return dir, nil
+	return real, nil
 }
+
+// Holds reports whether mounting p would show one of the server's
+// private paths: p is, is inside or holds one.
+func (s *Sandbox) Holds(p string) bool { return s.overlapsPrivate(p) }

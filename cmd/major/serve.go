@@ -16,6 +16,7 @@ import (
 	"github.com/majorhq/major/assembly"
 	"github.com/majorhq/major/clihome"
 	sessionconfig "github.com/majorhq/major/config"
+	"github.com/majorhq/major/gateway"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/linkedin"
@@ -26,6 +27,7 @@ import (
 	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
+	"github.com/majorhq/major/usage"
 	"github.com/majorhq/major/vault"
 	"github.com/majorhq/major/web"
 )
@@ -111,20 +113,60 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		if err != nil {
 			return err
 		}
+		if box.Holds(install) {
+			return fmt.Errorf("the CLI's install %s holds or is inside a folder of the server's (vault, state or configuration): every sandbox would see it; install the CLI elsewhere", install)
+		}
 	} else {
 		unsandboxed = "the sandbox is off (--sandbox=off): the vault guard alone keeps each person's CLI in their folder; no shell is served"
 		log.Warn().Msg("SANDBOX OFF: " + unsandboxed)
 	}
-	childEnv := supervisor.CleanEnv(cfg.Environ)
-	if base := lookup(cfg.Environ)("ANTHROPIC_BASE_URL"); base != "" {
-		log.Warn().Str("anthropic_base_url", base).Msg("the CLI talks to ANTHROPIC_BASE_URL, not the Anthropic API")
+	// The credential stays in this process: every CLI reaches the model
+	// through the gateway, with a token of its own. Without a credential
+	// there is no gateway, and turns fail as /readyz says.
+	var sessions *relay.Registry
+	var gw *gateway.Gateway
+	modelURL := ""
+	if cred, err := gateway.CredentialFromEnv(cfg.Environ); err != nil {
+		log.Error().Err(err).Msg("no model gateway: the CLIs have no way to the model")
+	} else {
+		gw, err = gateway.New(gateway.Config{
+			Upstream: lookup(cfg.Environ)("ANTHROPIC_BASE_URL"), Credential: cred, Logger: log,
+			Admit: func(person, session string) error {
+				if sessions == nil {
+					return nil
+				}
+				return sessions.AdmitRequest(person, session)
+			},
+			Refused: func(person, session string, err error) {
+				if sessions != nil {
+					sessions.Refused(person, session, err)
+				}
+			},
+			Record: func(r gateway.Request) {
+				if sessions != nil {
+					sessions.Charge(r.Person, r.Session, r.Start, usage.Day{CostUSD: r.CostUSD,
+						InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens,
+						CacheReadInputTokens:     r.Usage.CacheReadInputTokens,
+						CacheCreationInputTokens: r.Usage.CacheCreationInputTokens + r.Usage.CacheCreation1hInputTokens})
+				}
+			},
+		})
+		if err != nil {
+			return err
+		}
+		if modelURL, err = gw.Listen("127.0.0.1:0"); err != nil {
+			return err
+		}
+		// Closed last: the CLIs are gone by then.
+		defer gw.Close()
 	}
+	childEnv := assembly.Environment(cfg.Environ, modelURL)
 	// A missing or refused credential is found now, not by the first
 	// person who writes; /readyz reports it (cached, so probes start no
 	// process).
 	ready := readiness.New(readiness.Config{
 		Version: func(ctx context.Context) (string, error) { return claudeVersion(ctx, claude) },
-		Env:     childEnv,
+		Env:     cfg.Environ,
 		Logger:  log,
 	})
 	if _, err := ready.Check(ctx); err != nil {
@@ -176,6 +218,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	hk := hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log})
 	launcher = assembly.New(assembly.Config{Claude: claude, Env: childEnv, VaultRoot: vaultRoot,
 		Install: install, Sandbox: box, Home: func(p string) string { return clihome.Home(cfg.StateDir, p) },
+		Gateway: gatewayOrNil(gw),
 		AskTimeout: cfg.AskTimeout, StallTimeout: cfg.StallTimeout, AutoPublish: auto,
 		Settings: settings, FilesDir: filepath.Join(cfg.StateDir, "session-config"),
 		Hooks: hk, MCP: mcp, Pool: pool, Logger: log,
@@ -188,7 +231,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
+	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
+		Metered: gw != nil,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: launcher.EndTurn,
 		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound, Logger: log})
 	if err != nil {
@@ -256,6 +300,15 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		sessions.Shutdown(sctx)
 		close(done)
 	})
+}
+
+// gatewayOrNil is gw as the launcher's Gateway: a nil interface, not a
+// nil pointer in one, when there is none.
+func gatewayOrNil(gw *gateway.Gateway) assembly.Gateway {
+	if gw == nil {
+		return nil
+	}
+	return gw
 }
 
 // startTerminals serves the terminals' hook commands on a socket in the
