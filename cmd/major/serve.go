@@ -218,7 +218,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	hk := hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log})
 	launcher = assembly.New(assembly.Config{Claude: claude, Env: childEnv, VaultRoot: vaultRoot,
 		Install: install, Sandbox: box, Home: func(p string) string { return clihome.Home(cfg.StateDir, p) },
-		Gateway: gatewayOrNil(gw),
+		Gateway:    gatewayOrNil(gw),
 		AskTimeout: cfg.AskTimeout, StallTimeout: cfg.StallTimeout, AutoPublish: auto,
 		Settings: settings, FilesDir: filepath.Join(cfg.StateDir, "session-config"),
 		Hooks: hk, MCP: mcp, Pool: pool, Logger: log,
@@ -232,7 +232,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		return err
 	}
 	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
-		Metered: gw != nil,
+		Metered:       gw != nil,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: launcher.EndTurn,
 		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound, Logger: log})
 	if err != nil {
