@@ -108,7 +108,11 @@ func (s *Server) terminal(c *gin.Context) {
 }
 
 // terminalInput types the client's keystrokes and applies its controls
-// until the connection ends.
+// until the connection ends. Typing never waits for the CLI to read
+// (Client.Write queues), so a close, or the client going away, is seen
+// at once; a refused keystroke ends the client's output (too much typed,
+// the terminal ending), and terminalOutput closes the connection with the
+// reason.
 func (s *Server) terminalInput(ctx context.Context, ws *websocket.Conn, client *terminal.Client) {
 	for {
 		typ, data, err := ws.Read(ctx)
@@ -116,9 +120,7 @@ func (s *Server) terminalInput(ctx context.Context, ws *websocket.Conn, client *
 			return
 		}
 		if typ == websocket.MessageBinary {
-			if client.Write(data) != nil {
-				return
-			}
+			_ = client.Write(data)
 			continue
 		}
 		var ctl terminalControl
@@ -133,9 +135,7 @@ func (s *Server) terminalInput(ctx context.Context, ws *websocket.Conn, client *
 		case "close":
 			client.End()
 		case "input":
-			if client.Write([]byte(ctl.Data)) != nil {
-				return
-			}
+			_ = client.Write([]byte(ctl.Data))
 		}
 	}
 }
@@ -163,6 +163,8 @@ func (s *Server) terminalOutput(ctx context.Context, ws *websocket.Conn, client 
 					return websocket.StatusNormalClosure, "the terminal has ended"
 				case errors.Is(err, terminal.ErrReplaced):
 					return 4000, "the terminal was opened elsewhere"
+				case errors.Is(err, terminal.ErrTooMuchInput):
+					return websocket.StatusTryAgainLater, "typed faster than the terminal reads; attach again"
 				default:
 					return websocket.StatusTryAgainLater, "fell behind the terminal; attach again"
 				}

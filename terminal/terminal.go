@@ -5,6 +5,8 @@
 // client went away stays alive for a grace time, keeping a bounded
 // scroll-back that a client attaching again gets first, and then ends:
 // its process group is killed, the pty closed, nothing left running.
+// What a client types is queued and written to the pty by the terminal's
+// own writer, so a CLI that reads nothing holds up no client.
 //
 // It owns the terminal's process and its pty and nothing else: the CLI's
 // command line comes from assembly, the hooks are answered by package hooks
@@ -26,6 +28,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/relay"
@@ -41,6 +44,10 @@ var (
 	// ErrSlow: the client read the screen too slowly; it attaches again
 	// and gets the scroll-back.
 	ErrSlow = errors.New("the client fell too far behind the terminal")
+	// ErrTooMuchInput: the client typed more than the terminal holds for
+	// the CLI to read (Config.InputBuffer); its last keystrokes were not
+	// taken.
+	ErrTooMuchInput = errors.New("the client typed faster than the terminal reads")
 )
 
 // Chat is what a terminal needs of its session; *relay.Session satisfies
@@ -79,7 +86,11 @@ type Config struct {
 	// Scrollback bounds the screen bytes kept for a client that attaches
 	// again; default 256 KiB.
 	Scrollback int
-	Logger     zerolog.Logger
+	// InputBuffer bounds the bytes typed that the CLI has not read yet; a
+	// client that types past it is cut off (ErrTooMuchInput); default
+	// 1 MiB.
+	InputBuffer int
+	Logger      zerolog.Logger
 }
 
 // Manager keeps the terminals of all sessions, one per session.
@@ -102,6 +113,9 @@ func NewManager(cfg Config) *Manager {
 	}
 	if cfg.Scrollback <= 0 {
 		cfg.Scrollback = 256 << 10
+	}
+	if cfg.InputBuffer <= 0 {
+		cfg.InputBuffer = 1 << 20
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{}}
 }
@@ -202,7 +216,8 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		release()
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
-	t := &Terminal{m: m, id: id, person: person, chat: chat, release: release, cliSession: resume, done: make(chan struct{})}
+	t := &Terminal{m: m, id: id, person: person, chat: chat, release: release, cliSession: resume,
+		done: make(chan struct{}), typed: make(chan struct{}, 1), stopInput: make(chan struct{})}
 	if resume == "" {
 		t.cliSession = newID
 	}
@@ -219,19 +234,25 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		"TERM=xterm-256color", "COLORTERM=truecolor",
 		hooks.SocketEnv+"="+m.cfg.Commands.Socket(), hooks.TokenEnv+"="+token)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
+	if err == nil {
+		if t.pty, err = pollable(f); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
+	}
 	if err != nil {
 		unregister()
 		release()
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
-	t.cmd, t.pty = cmd, f
+	t.cmd = cmd
 	m.mu.Lock()
 	m.byID[id] = t
 	m.mu.Unlock()
 	t.log = m.log.With().Str("session", id).Str("person", person).Int("pid", cmd.Process.Pid).Logger()
 	t.log.Info().Str("resume", resume).Msg("terminal started")
-	readDone := make(chan struct{})
-	m.wg.Add(2)
+	readDone, writeDone := make(chan struct{}), make(chan struct{})
+	m.wg.Add(3)
 	go func() {
 		defer m.wg.Done()
 		defer close(readDone)
@@ -239,9 +260,32 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 	}()
 	go func() {
 		defer m.wg.Done()
-		t.wait(readDone)
+		defer close(writeDone)
+		t.writeInput()
+	}()
+	go func() {
+		defer m.wg.Done()
+		t.wait(readDone, writeDone)
 	}()
 	return t, nil
+}
+
+// pollable hands the pty f to the runtime's poller and closes f: closing
+// the file it returns wakes a Read or Write waiting on it, which closing
+// f does not (package pty leaves its file in blocking mode, where a
+// write to a CLI that reads nothing waits in the kernel until every
+// holder of the terminal is gone).
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duplicate the pty: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("pty non-blocking: %w", err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // Terminal is one interactive claude on a session's conversation.
@@ -251,19 +295,24 @@ type Terminal struct {
 	id, person string
 	chat       Chat
 	cmd        *exec.Cmd
+	// pty is served by the runtime's poller (see pollable): its Close
+	// wakes the reader and the writer.
 	pty        *os.File
 	release    func()
 	unregister func()
 	done       chan struct{}
+	// typed has a token when input waits; stopInput is closed when the
+	// terminal ends. Both are writeInput's.
+	typed     chan struct{}
+	stopInput chan struct{}
 
-	// ptyMu keeps a resize (which reads the pty's descriptor) and the
-	// pty's close apart.
-	ptyMu     sync.RWMutex
-	ptyClosed bool
-
-	mu         sync.Mutex
-	scroll     []byte
-	client     *Client
+	mu     sync.Mutex
+	scroll []byte
+	client *Client
+	// input is what clients typed that the pty has not taken yet, in
+	// order; inputBytes counts it, the one being written included.
+	input      [][]byte
+	inputBytes int
 	grace      *time.Timer
 	cliSession string
 	ended      bool
@@ -320,17 +369,51 @@ func (t *Terminal) output(b []byte) {
 	}
 }
 
+// writeInput types what the clients typed into the pty, in order, until
+// the terminal ends. It alone waits for the CLI to read: a client's
+// keystrokes are queued (Client.Write), so whoever reads the client's
+// messages is never held up by a CLI that reads nothing, and sees a close
+// at once. Closing the pty ends a write that waits.
+func (t *Terminal) writeInput() {
+	for {
+		select {
+		case <-t.typed:
+		case <-t.stopInput:
+			return
+		}
+		for {
+			t.mu.Lock()
+			if len(t.input) == 0 {
+				t.mu.Unlock()
+				break
+			}
+			b := t.input[0]
+			t.input[0] = nil
+			t.input = t.input[1:]
+			t.mu.Unlock()
+			_, err := t.pty.Write(b)
+			t.mu.Lock()
+			t.inputBytes -= len(b)
+			t.mu.Unlock()
+			if err != nil {
+				return // the pty is closed or its CLI gone: the terminal is ending
+			}
+		}
+	}
+}
+
 // wait reaps the process, then ends the terminal: leftovers in its group
-// killed, pty closed, slot and hook token given back, the conversation
-// handed back to the app, and then the client told.
-func (t *Terminal) wait(readDone <-chan struct{}) {
+// killed, pty closed (which ends the reader and the writer even when a
+// process outside the group still holds the terminal), slot and hook
+// token given back, the conversation handed back to the app, and then the
+// client told.
+func (t *Terminal) wait(readDone, writeDone <-chan struct{}) {
 	err := t.cmd.Wait()
 	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
-	t.ptyMu.Lock()
-	t.ptyClosed = true
 	_ = t.pty.Close()
-	t.ptyMu.Unlock()
+	close(t.stopInput)
 	<-readDone
+	<-writeDone
 	t.mu.Lock()
 	t.ended = true
 	if t.grace != nil {
@@ -361,8 +444,9 @@ func (t *Terminal) wait(readDone <-chan struct{}) {
 	close(t.done)
 }
 
-// kill ends the terminal: SIGHUP to its process group, as a closing
-// terminal does, then SIGKILL after a moment. wait does the rest.
+// kill ends the terminal: SIGHUP (and SIGCONT, for a stopped process to
+// see it) to its process group, as a closing terminal does, then SIGKILL
+// after a moment. wait does the rest.
 func (t *Terminal) kill() {
 	t.mu.Lock()
 	if t.ended || t.killed {
@@ -373,6 +457,7 @@ func (t *Terminal) kill() {
 	t.mu.Unlock()
 	pid := t.cmd.Process.Pid
 	_ = syscall.Kill(-pid, syscall.SIGHUP)
+	_ = syscall.Kill(-pid, syscall.SIGCONT)
 	go func() {
 		timer := time.NewTimer(3 * time.Second)
 		defer timer.Stop()
@@ -455,13 +540,35 @@ func (c *Client) Err() error {
 	return c.err
 }
 
-// Write types p into the terminal.
+// Write types p into the terminal. It never waits for the CLI to read:
+// p is queued for the terminal's writer, and a client that has more
+// waiting than Config.InputBuffer is cut off with ErrTooMuchInput, its
+// last keystrokes not taken.
 func (c *Client) Write(p []byte) error {
-	if c.Err() != nil {
-		return c.Err()
+	t := c.t
+	t.mu.Lock()
+	switch {
+	case c.err != nil:
+		t.mu.Unlock()
+		return c.err
+	case t.ended || t.killed:
+		t.mu.Unlock()
+		return ErrEnded
+	case t.inputBytes+len(p) > t.m.cfg.InputBuffer:
+		waiting := t.inputBytes
+		t.dropLocked(c, ErrTooMuchInput)
+		t.mu.Unlock()
+		t.log.Warn().Int("waiting", waiting).Int("typed", len(p)).Msg("the client typed more than the terminal holds; cut off")
+		return ErrTooMuchInput
 	}
-	_, err := c.t.pty.Write(p)
-	return err
+	t.input = append(t.input, append([]byte(nil), p...))
+	t.inputBytes += len(p)
+	t.mu.Unlock()
+	select {
+	case t.typed <- struct{}{}:
+	default: // the writer has a token already
+	}
+	return nil
 }
 
 // Resize sets the terminal's size in character cells.
@@ -472,12 +579,22 @@ func (c *Client) Resize(cols, rows int) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	c.t.ptyMu.RLock()
-	defer c.t.ptyMu.RUnlock()
-	if c.t.ptyClosed {
+	// Not pty.Setsize: asking the file for its descriptor would put it
+	// back in blocking mode.
+	raw, err := c.t.pty.SyscallConn()
+	if err != nil {
 		return ErrEnded
 	}
-	return pty.Setsize(c.t.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	var ioctlErr error
+	if err := raw.Control(func(fd uintptr) {
+		ioctlErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Col: uint16(cols), Row: uint16(rows)})
+	}); err != nil {
+		return ErrEnded // the pty is closed
+	}
+	if ioctlErr != nil {
+		return fmt.Errorf("resize the terminal: %w", ioctlErr)
+	}
+	return nil
 }
 
 // End ends the terminal now, as its grace time running out would: the

@@ -1,0 +1,263 @@
+package terminal_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/terminal"
+)
+
+// chat is a session that always hands its conversation over.
+type chat struct {
+	mu     sync.Mutex
+	closed int
+}
+
+func (c *chat) OpenTerminal() (string, error) { return "", nil }
+
+func (c *chat) CloseTerminal(string) {
+	c.mu.Lock()
+	c.closed++
+	c.mu.Unlock()
+}
+
+func (c *chat) Notice(string) {}
+
+// closes is how many times the terminal gave the conversation back.
+func (c *chat) closes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// world is a Manager whose terminals run script (sh -c) instead of the
+// CLI, each holding one of pool's slots.
+type world struct {
+	*terminal.Manager
+	pool *supervisor.Pool
+	// dir is the script's working folder.
+	dir string
+}
+
+func newWorld(tb testing.TB, script string, cfg terminal.Config) *world {
+	tb.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)
+	cmds, err := hooks.ListenCommands(hooks.CommandConfig{Socket: filepath.Join(tb.TempDir(), "hooks.sock"), Logger: log})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: time.Second, Logger: log})
+	dir := tb.TempDir()
+	cfg.Claude = "/bin/sh"
+	cfg.Env = []string{"HOME=" + tb.TempDir(), "PATH=/usr/bin:/bin"}
+	cfg.Args = func(string, string, string) ([]string, error) { return []string{"-c", script}, nil }
+	cfg.Dir = func(string) string { return dir }
+	cfg.Commands, cfg.Pool, cfg.Logger = cmds, pool, log
+	m := terminal.NewManager(cfg)
+	tb.Cleanup(func() {
+		m.Close()
+		pool.Close()
+		_ = cmds.Close()
+	})
+	return &world{Manager: m, pool: pool, dir: dir}
+}
+
+// notReading is a program that puts its terminal in raw mode, as the CLI
+// does, and then reads nothing, as a suspended CLI does.
+const notReading = "stty raw -echo; exec sleep 600"
+
+// paste is about size bytes of lines, as a person pastes them.
+func paste(size int) []byte {
+	var b strings.Builder
+	for i := 0; b.Len() < size; i++ {
+		b.WriteString("line " + strconv.Itoa(i) + " of a long paste into the terminal\n")
+	}
+	return []byte(b.String())
+}
+
+// within fails unless done is closed in time; what it waits for never
+// takes long unless something is stuck.
+func within(tb testing.TB, what string, done <-chan struct{}) {
+	tb.Helper()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("stuck: %s", what)
+	}
+}
+
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// groupGone reports whether no process of group pgid is left.
+func groupGone(pgid int) bool {
+	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}
+
+// Keystrokes the terminal's program does not read never keep a client
+// waiting, nor the terminal from ending: a client pastes about 900 KB,
+// more than the pty holds, into a program that reads nothing, and however
+// the terminal then ends its program is gone, its process slot free and
+// no goroutine left behind (goleak, in TestMain). That holds too when a
+// process outside the terminal's group keeps the pty open, so that the
+// pty's writes do not fail on their own.
+func TestInputNeverHoldsUpTheEnd(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		script string
+		end    func(*world, *terminal.Client)
+	}{
+		{"the client ends it", notReading, func(_ *world, c *terminal.Client) { c.End() }},
+		{"the client leaves", notReading, func(_ *world, c *terminal.Client) { c.Detach() }},
+		{"the server shuts down", notReading, func(w *world, _ *terminal.Client) { w.Close() }},
+		{"a process outside its group keeps the pty open", "stty raw -echo; setsid sleep 600 & echo $! > keeper.pid; exec sleep 600",
+			func(_ *world, c *terminal.Client) { c.End() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, c.script, terminal.Config{Grace: 50 * time.Millisecond})
+			ch := &chat{}
+			client, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid := w.Pid("s1")
+			t.Cleanup(func() { killKeeper(t, w) })
+
+			typed := make(chan struct{})
+			go func() {
+				defer close(typed)
+				for b := paste(900 << 10); len(b) > 0; {
+					n := min(len(b), 32<<10)
+					_ = client.Write(b[:n])
+					b = b[n:]
+				}
+			}()
+			within(t, "the client waits for the program to read its paste", typed)
+
+			c.end(w, client)
+			eventually(t, "the terminal's end", func() bool { return w.Live() == 0 && ch.closes() == 1 })
+			if !groupGone(pid) {
+				t.Error("the terminal's process group is still there")
+			}
+			if n := w.pool.Live(); n != 0 {
+				t.Errorf("%d process slots still held", n)
+			}
+		})
+	}
+}
+
+// killKeeper ends the process a test's script started outside the
+// terminal's group, if it did.
+func killKeeper(tb testing.TB, w *world) {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(w.dir, "keeper.pid"))
+	if err != nil {
+		return
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// A client that types more than the terminal holds for its program is
+// cut off, rather than the terminal held up or its memory grown: the
+// client's output ends with ErrTooMuchInput, and the terminal keeps
+// running for a client to attach again.
+func TestAClientTypingTooMuchIsCutOff(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, notReading, terminal.Config{InputBuffer: 64 << 10, Grace: time.Minute})
+	ch := &chat{}
+	client, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Far more than the buffer and the pty hold together.
+	chunk := paste(16 << 10)[:16<<10]
+	for i := 0; i < 100 && err == nil; i++ {
+		err = client.Write(chunk)
+	}
+	if !errors.Is(err, terminal.ErrTooMuchInput) {
+		t.Fatalf("typing 1.6 MB into a program that reads nothing: %v", err)
+	}
+	outputEnded := make(chan struct{})
+	go func() {
+		defer close(outputEnded)
+		for range client.Output() {
+		}
+	}()
+	within(t, "the client's output to end", outputEnded)
+	if !errors.Is(client.Err(), terminal.ErrTooMuchInput) {
+		t.Fatalf("the client's output ended with %v", client.Err())
+	}
+	if err := client.Write([]byte("x")); !errors.Is(err, terminal.ErrTooMuchInput) {
+		t.Fatalf("typing after the cut: %v", err)
+	}
+
+	again, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+	if err != nil || w.Live() != 1 {
+		t.Fatalf("attach again: %v, %d terminals", err, w.Live())
+	}
+	again.End()
+	eventually(t, "the terminal's end", func() bool { return w.Live() == 0 && ch.closes() == 1 })
+}
+
+// What a client types reaches the program in order, and so does the size
+// it sets: the program waits for a line, then says its terminal's size
+// and the line it read.
+func TestKeystrokesAndSizeReachTheProgram(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, `stty -echo; read -r line; echo "size $(stty size) line $line"; exec sleep 600`, terminal.Config{})
+	ch := &chat{}
+	client, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Resize(132, 43); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"typed ", "in ", "three parts\r"} {
+		if err := client.Write([]byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var screen strings.Builder
+	want := "size 43 132 line typed in three parts"
+	for !strings.Contains(screen.String(), want) {
+		select {
+		case b, ok := <-client.Output():
+			if !ok {
+				t.Fatalf("the output ended (%v): %q", client.Err(), screen.String())
+			}
+			screen.Write(b)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the program did not say %q: %q", want, screen.String())
+		}
+	}
+	client.End()
+	eventually(t, "the terminal's end", func() bool { return w.Live() == 0 })
+	if err := client.Resize(80, 24); !errors.Is(err, terminal.ErrEnded) {
+		t.Fatalf("resizing an ended terminal: %v", err)
+	}
+}
