@@ -53,6 +53,7 @@ var (
 // Chat is what a terminal needs of its session; *relay.Session satisfies
 // it.
 type Chat interface {
+	CanOpenTerminal() error
 	OpenTerminal() (cliSessionID string, err error)
 	CloseTerminal(cliSessionID string)
 	Notice(text string)
@@ -99,9 +100,12 @@ type Manager struct {
 	log zerolog.Logger
 	wg  sync.WaitGroup
 
-	mu     sync.Mutex
-	byID   map[string]*Terminal
-	closed bool
+	mu   sync.Mutex
+	byID map[string]*Terminal
+	// starting has a channel, closed once the start is over, for each
+	// session whose terminal is starting.
+	starting map[string]chan struct{}
+	closed   bool
 	// configMu orders the writes of the CLI's first-run answers.
 	configMu sync.Mutex
 }
@@ -117,39 +121,89 @@ func NewManager(cfg Config) *Manager {
 	if cfg.InputBuffer <= 0 {
 		cfg.InputBuffer = 1 << 20
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{}}
+	return &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{}, starting: map[string]chan struct{}{}}
 }
 
 // Attach attaches a client to the terminal of session id (person's, whose
 // chat it is), starting the terminal if none runs: the chat hands its
 // conversation over first (relay's one-writer rule: supervisor.ErrBusy
 // while a turn runs), and the terminal takes a process slot. A client
-// already attached is replaced.
+// already attached is replaced, and so is one whose terminal is still
+// starting: this one waits for the start and takes the terminal over.
 func (m *Manager) Attach(ctx context.Context, id, person string, chat Chat) (*Client, error) {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, ErrEnded
-	}
-	if t := m.byID[id]; t != nil {
-		m.mu.Unlock()
-		if c := t.attach(); c != nil {
-			return c, nil
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, ErrEnded
 		}
-		return nil, relay.ErrTerminalOpen // it is ending right now
+		if t := m.byID[id]; t != nil {
+			m.mu.Unlock()
+			if c := t.attach(); c != nil {
+				return c, nil
+			}
+			return nil, relay.ErrTerminalOpen // it is ending right now
+		}
+		starting, ok := m.starting[id]
+		if !ok {
+			break // m.mu stays held for the start's bookkeeping
+		}
+		m.mu.Unlock()
+		select {
+		case <-starting:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+	started := make(chan struct{})
+	m.starting[id] = started
+	m.wg.Add(1) // Close waits for a start under way too
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.starting, id)
+		m.mu.Unlock()
+		close(started)
+		m.wg.Done()
+	}()
 
 	resume, err := chat.OpenTerminal()
 	if err != nil {
 		return nil, err
 	}
-	t, err := m.start(ctx, id, person, resume, chat)
+	c, err := m.start(ctx, id, person, resume, chat)
 	if err != nil {
 		chat.CloseTerminal("")
 		return nil, err
 	}
-	return t.attach(), nil
+	return c, nil
+}
+
+// CanAttach reports what Attach would refuse now for session id (the
+// server shutting down, the chat busy, its terminal ending), changing
+// nothing: no terminal started, no slot taken, no client of the chat
+// told. A server asks before it commits to a terminal's client (upgrades
+// its connection); Attach may still refuse what changed since.
+func (m *Manager) CanAttach(id string, chat Chat) error {
+	m.mu.Lock()
+	closed, t := m.closed, m.byID[id]
+	_, starting := m.starting[id]
+	m.mu.Unlock()
+	switch {
+	case closed:
+		return ErrEnded
+	case starting:
+		return nil // the client takes the terminal over once it runs
+	case t != nil:
+		t.mu.Lock()
+		ending := t.ended || t.killed
+		t.mu.Unlock()
+		if ending {
+			return relay.ErrTerminalOpen
+		}
+		return nil // the client takes the running terminal over
+	}
+	return chat.CanOpenTerminal()
 }
 
 // Close ends every terminal and waits until they are gone.
@@ -198,7 +252,8 @@ func (m *Manager) Pid(id string) int {
 	return 0
 }
 
-func (m *Manager) start(ctx context.Context, id, person, resume string, chat Chat) (*Terminal, error) {
+// start starts session id's terminal and attaches its first client.
+func (m *Manager) start(ctx context.Context, id, person, resume string, chat Chat) (*Client, error) {
 	release := func() {}
 	if m.cfg.Pool != nil {
 		r, err := m.cfg.Pool.Hold(ctx, person)
@@ -246,11 +301,15 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
 	t.cmd = cmd
-	m.mu.Lock()
-	m.byID[id] = t
-	m.mu.Unlock()
 	t.log = m.log.With().Str("session", id).Str("person", person).Int("pid", cmd.Process.Pid).Logger()
 	t.log.Info().Str("resume", resume).Msg("terminal started")
+	// Attached before anything runs, the client hears even of an end
+	// that comes at once.
+	c := t.attach()
+	m.mu.Lock()
+	m.byID[id] = t
+	closed := m.closed
+	m.mu.Unlock()
 	readDone, writeDone := make(chan struct{}), make(chan struct{})
 	m.wg.Add(3)
 	go func() {
@@ -267,7 +326,10 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		defer m.wg.Done()
 		t.wait(readDone, writeDone)
 	}()
-	return t, nil
+	if closed {
+		t.kill() // Close did not see this terminal
+	}
+	return c, nil
 }
 
 // pollable hands the pty f to the runtime's poller and closes f: closing

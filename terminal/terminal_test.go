@@ -15,22 +15,52 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
 )
 
-// chat is a session that always hands its conversation over.
+// chat is a session that hands its conversation over to one terminal at
+// a time, as relay's does.
 type chat struct {
 	mu     sync.Mutex
+	open   bool
+	opened int
 	closed int
 }
 
-func (c *chat) OpenTerminal() (string, error) { return "", nil }
+func (c *chat) CanOpenTerminal() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open {
+		return relay.ErrTerminalOpen
+	}
+	return nil
+}
+
+func (c *chat) OpenTerminal() (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open {
+		return "", relay.ErrTerminalOpen
+	}
+	c.open = true
+	c.opened++
+	return "", nil
+}
 
 func (c *chat) CloseTerminal(string) {
 	c.mu.Lock()
+	c.open = false
 	c.closed++
 	c.mu.Unlock()
+}
+
+// opens is how many times the chat handed its conversation over.
+func (c *chat) opens() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opened
 }
 
 func (c *chat) Notice(string) {}
@@ -58,7 +88,7 @@ func newWorld(tb testing.TB, script string, cfg terminal.Config) *world {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: time.Second, Logger: log})
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 30 * time.Second, Logger: log})
 	dir := tb.TempDir()
 	cfg.Claude = "/bin/sh"
 	cfg.Env = []string{"HOME=" + tb.TempDir(), "PATH=/usr/bin:/bin"}
@@ -260,4 +290,59 @@ func TestKeystrokesAndSizeReachTheProgram(t *testing.T) {
 	if err := client.Resize(80, 24); !errors.Is(err, terminal.ErrEnded) {
 		t.Fatalf("resizing an ended terminal: %v", err)
 	}
+}
+
+// A client that attaches while the terminal is still starting (waiting
+// for a process slot) is not refused: it waits for the start and takes
+// the terminal over, and only one terminal starts.
+func TestAttachingWhileTheTerminalStarts(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, notReading, terminal.Config{})
+	release, err := w.pool.Hold(context.Background(), "petra") // the one slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := &chat{}
+	type attached struct {
+		c   *terminal.Client
+		err error
+	}
+	attach := func() <-chan attached {
+		out := make(chan attached, 1)
+		go func() {
+			c, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+			out <- attached{c, err}
+		}()
+		return out
+	}
+	first := attach()
+	eventually(t, "the first start", func() bool { return ch.opens() == 1 })
+	if err := w.CanAttach("s1", ch); err != nil {
+		t.Fatalf("a second client while the terminal starts: %v", err)
+	}
+	second := attach()
+	release()
+
+	var a, b attached
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a, b = <-first, <-second
+	}()
+	within(t, "both clients attached", done)
+	if a.err != nil || b.err != nil {
+		t.Fatalf("attach: %v, %v", a.err, b.err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for range a.c.Output() {
+		}
+	}()
+	within(t, "the first client's output to end", ended)
+	if !errors.Is(a.c.Err(), terminal.ErrReplaced) || w.Live() != 1 || ch.opens() != 1 {
+		t.Fatalf("first client: %v; %d terminals, %d starts", a.c.Err(), w.Live(), ch.opens())
+	}
+	b.c.End()
+	eventually(t, "the terminal's end", func() bool { return w.Live() == 0 })
 }
