@@ -147,10 +147,21 @@ func NewServer(cfg Config) *Server {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
 
-// fail writes err as {"error": "..."} with its status. This is the one
-// place errors become HTTP statuses.
+// fail writes err as {"error": "..."} with its status (statusOf).
 func (s *Server) fail(c *gin.Context, err error) {
-	status, msg := http.StatusInternalServerError, "internal error"
+	status, msg, retryAfter := s.statusOf(err, c.Request.URL.Path)
+	if retryAfter != "" {
+		c.Header("Retry-After", retryAfter)
+	}
+	c.AbortWithStatusJSON(status, gin.H{"error": msg})
+}
+
+// statusOf is the HTTP status of err, the message a client sees and, for
+// a refusal worth trying again soon, the seconds to wait (Retry-After).
+// This is the one place errors become HTTP statuses; path names the
+// request in the log of an unexpected error.
+func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter string) {
+	status, msg = http.StatusInternalServerError, "internal error"
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
@@ -165,12 +176,12 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, msg = http.StatusServiceUnavailable, "the server is shutting down"
 	case errors.Is(err, vault.ErrSyncRunning):
 		status, msg = http.StatusServiceUnavailable, "the notes are being synced with git; try again in a moment"
-		c.Header("Retry-After", "5")
+		retryAfter = "5"
 	case errors.Is(err, supervisor.ErrBusy):
 		status, msg = http.StatusConflict, "the session is already running a turn; wait for it to finish or interrupt it"
 	case errors.Is(err, relay.ErrQueueFull):
 		status, msg = http.StatusTooManyRequests, err.Error()+"; wait for the replies or cancel a waiting message"
-		c.Header("Retry-After", "10")
+		retryAfter = "10"
 	case errors.Is(err, relay.ErrNotQueued):
 		status, msg = http.StatusNotFound, "no such waiting message; it may have started already"
 	case errors.Is(err, relay.ErrCancelled):
@@ -199,11 +210,11 @@ func (s *Server) fail(c *gin.Context, err error) {
 		status, msg = http.StatusForbidden, err.Error()
 	case errors.Is(err, relay.ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, supervisor.ErrPersonBusy):
 		status, msg = http.StatusServiceUnavailable, err.Error()
-		c.Header("Retry-After", "5")
+		retryAfter = "5"
 	default:
-		s.log.Error().Err(err).Str("path", c.Request.URL.Path).Msg("request failed")
+		s.log.Error().Err(err).Str("path", path).Msg("request failed")
 	}
-	c.AbortWithStatusJSON(status, gin.H{"error": msg})
+	return status, msg, retryAfter
 }
 
 func (s *Server) recoverer(c *gin.Context) {

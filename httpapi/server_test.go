@@ -55,8 +55,10 @@ type harnessOpts struct {
 	// subBuf is each subscriber's buffer in events; 0: the default.
 	subBuf int
 	// terminals, when set, makes the server's terminals run this command
-	// (a stand-in for the interactive claude) under a pty.
-	terminals []string
+	// (a stand-in for the interactive claude) under a pty; with a
+	// terminalPool each takes one of its slots.
+	terminals    []string
+	terminalPool *supervisor.Pool
 	// wrap, when set, wraps the server's handler (to play a slow
 	// connection or a busy machine).
 	wrap func(http.Handler) http.Handler
@@ -96,7 +98,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	terminals := func() {}
 	var manager *terminal.Manager
 	if o.terminals != nil {
-		manager = newTerminals(tb, o.terminals, log)
+		manager = newTerminals(tb, o.terminals, o.terminalPool, log)
 		cfg.Terminals, terminals = manager, manager.Close
 	}
 	var handler http.Handler = httpapi.NewServer(cfg)

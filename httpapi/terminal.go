@@ -7,7 +7,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/gin-gonic/gin"
@@ -24,6 +26,8 @@ const TerminalProtocol = "major.v1"
 // Terminals runs the terminals of the sessions; *terminal.Manager
 // satisfies it.
 type Terminals interface {
+	// CanAttach reports what Attach would refuse now, changing nothing.
+	CanAttach(id string, chat terminal.Chat) error
 	Attach(ctx context.Context, id, person string, chat terminal.Chat) (*terminal.Client, error)
 	// End ends the terminal of a session that was cleared.
 	End(id string) bool
@@ -39,23 +43,31 @@ type terminalControl struct {
 	Data string `json:"data"`
 }
 
+// subprotocols are the subprotocols a WebSocket request offers.
+func subprotocols(r *http.Request) []string {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return nil
+	}
+	var out []string
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			out = append(out, strings.TrimSpace(p))
+		}
+	}
+	return out
+}
+
 // websocketCredentials are the token and person a WebSocket request
 // offers as subprotocols, if any.
 func websocketCredentials(r *http.Request) (token, person string) {
-	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		return "", ""
-	}
-	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
-		for _, p := range strings.Split(v, ",") {
-			p = strings.TrimSpace(p)
-			if b, ok := strings.CutPrefix(p, "bearer."); ok {
-				if raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(b, "=")); err == nil {
-					token = string(raw)
-				}
+	for _, p := range subprotocols(r) {
+		if b, ok := strings.CutPrefix(p, "bearer."); ok {
+			if raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(b, "=")); err == nil {
+				token = string(raw)
 			}
-			if n, ok := strings.CutPrefix(p, "person."); ok {
-				person = n
-			}
+		}
+		if n, ok := strings.CutPrefix(p, "person."); ok {
+			person = n
 		}
 	}
 	return token, person
@@ -64,8 +76,17 @@ func websocketCredentials(r *http.Request) (token, person string) {
 // terminal attaches the client to the session's terminal over a
 // WebSocket: binary messages are keystrokes in and screen bytes out, text
 // messages are JSON controls ({"type":"resize","cols","rows"},
-// {"type":"input","data"}, {"type":"close"}: end the terminal now). A client attaching again within the grace time
-// gets the scroll-back first.
+// {"type":"input","data"}, {"type":"close"}: end the terminal now). A
+// client attaching again within the grace time gets the scroll-back
+// first.
+//
+// Every check (token, person and session, the page's origin, the
+// subprotocol, whether the chat would hand its conversation over, the
+// handshake) is made and the connection upgraded before the terminal is
+// started: a refused request starts no process, takes no slot and tells
+// the chat's clients nothing. What only Attach can find (a turn started
+// meanwhile, no process slot) closes the upgraded connection with 4000 +
+// the HTTP status it stands for.
 func (s *Server) terminal(c *gin.Context) {
 	chat, ok := s.session(c)
 	if !ok {
@@ -83,19 +104,32 @@ func (s *Server) terminal(c *gin.Context) {
 		s.fail(c, badRequest("the terminal is a WebSocket: send an upgrade request"))
 		return
 	}
-	client, err := s.cfg.Terminals.Attach(c.Request.Context(), chat.ID, personOf(c), chat)
-	if err != nil {
+	if err := s.terminalOrigin(c.Request); err != nil {
 		s.fail(c, err)
 		return
 	}
-	defer client.Detach()
+	if !slices.ContainsFunc(subprotocols(c.Request), func(p string) bool { return strings.EqualFold(p, TerminalProtocol) }) {
+		s.fail(c, badRequest("offer the terminal's subprotocol %s (Sec-WebSocket-Protocol)", TerminalProtocol))
+		return
+	}
+	if err := s.cfg.Terminals.CanAttach(chat.ID, chat); err != nil {
+		s.fail(c, err)
+		return
+	}
 	ws, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{
 		Subprotocols:   []string{TerminalProtocol},
 		OriginPatterns: s.originHosts(),
 	})
 	if err != nil {
-		return // Accept answered the client
+		return // Accept answered the client; nothing was started
 	}
+	client, err := s.cfg.Terminals.Attach(c.Request.Context(), chat.ID, personOf(c), chat)
+	if err != nil {
+		status, msg, _ := s.statusOf(err, c.Request.URL.Path)
+		_ = ws.Close(websocket.StatusCode(4000+status), closeReason(msg))
+		return
+	}
+	defer client.Detach()
 	ws.SetReadLimit(1 << 20)
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
@@ -112,7 +146,11 @@ func (s *Server) terminal(c *gin.Context) {
 }
 
 // terminalInput types the client's keystrokes and applies its controls
-// until the connection ends.
+// until the connection ends. Typing never waits for the CLI to read
+// (Client.Write queues), so a close, or the client going away, is seen
+// at once; a refused keystroke ends the client's output (too much typed,
+// the terminal ending), and terminalOutput closes the connection with the
+// reason.
 func (s *Server) terminalInput(ctx context.Context, ws *websocket.Conn, client *terminal.Client) {
 	for {
 		typ, data, err := ws.Read(ctx)
@@ -120,9 +158,7 @@ func (s *Server) terminalInput(ctx context.Context, ws *websocket.Conn, client *
 			return
 		}
 		if typ == websocket.MessageBinary {
-			if client.Write(data) != nil {
-				return
-			}
+			_ = client.Write(data)
 			continue
 		}
 		var ctl terminalControl
@@ -137,9 +173,7 @@ func (s *Server) terminalInput(ctx context.Context, ws *websocket.Conn, client *
 		case "close":
 			client.End()
 		case "input":
-			if client.Write([]byte(ctl.Data)) != nil {
-				return
-			}
+			_ = client.Write([]byte(ctl.Data))
 		}
 	}
 }
@@ -167,6 +201,8 @@ func (s *Server) terminalOutput(ctx context.Context, ws *websocket.Conn, client 
 					return websocket.StatusNormalClosure, "the terminal has ended"
 				case errors.Is(err, terminal.ErrReplaced):
 					return 4000, "the terminal was opened elsewhere"
+				case errors.Is(err, terminal.ErrTooMuchInput):
+					return websocket.StatusTryAgainLater, "typed faster than the terminal reads; attach again"
 				default:
 					return websocket.StatusTryAgainLater, "fell behind the terminal; attach again"
 				}
@@ -182,8 +218,43 @@ func (s *Server) terminalOutput(ctx context.Context, ws *websocket.Conn, client 
 	}
 }
 
+// terminalOrigin refuses a page of an origin that may not open a
+// terminal: CORS does not cover WebSockets, so a page of any origin could
+// open one with the credentials it holds. A page of the server's own
+// origin and one of the CORS origins may; a client that is no browser
+// sends no Origin.
+func (s *Server) terminalOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	if u, err := url.Parse(origin); err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host) {
+		return nil
+	}
+	if slices.ContainsFunc(s.cfg.CORSOrigins, func(o string) bool { return strings.EqualFold(o, origin) }) {
+		return nil
+	}
+	return &apiError{http.StatusForbidden, "a page of " + origin + " may not open a terminal here; only this server's own pages and those of --cors-origins may"}
+}
+
+// closeReason is msg cut to what a close frame holds (123 bytes), at a
+// character's start.
+func closeReason(msg string) string {
+	const limit = 123
+	if len(msg) <= limit {
+		return msg
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
+}
+
 // originHosts are the hosts of the CORS origins, whose pages may open a
 // terminal too; a page of the server's own origin always may.
+// terminalOrigin checks the whole origin first; the library checks
+// again.
 func (s *Server) originHosts() []string {
 	var hosts []string
 	for _, o := range s.cfg.CORSOrigins {

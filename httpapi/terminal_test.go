@@ -1,6 +1,9 @@
 package httpapi_test
 
 import (
+	"context"
+	"encoding/base64"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,12 +13,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/httpapi/httpapitest"
+	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
 )
 
-// newTerminals runs command (not the CLI) as every terminal.
-func newTerminals(tb testing.TB, command []string, log zerolog.Logger) *terminal.Manager {
+// newTerminals runs command (not the CLI) as every terminal, each in a
+// slot of pool if there is one.
+func newTerminals(tb testing.TB, command []string, pool *supervisor.Pool, log zerolog.Logger) *terminal.Manager {
 	tb.Helper()
 	cmds, err := hooks.ListenCommands(hooks.CommandConfig{Socket: filepath.Join(tb.TempDir(), "hooks.sock"), Logger: log})
 	if err != nil {
@@ -28,7 +34,7 @@ func newTerminals(tb testing.TB, command []string, log zerolog.Logger) *terminal
 			return terminal.Launch{Argv: command, Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}}, nil
 		},
 		Dir:      func(string) string { return vaults },
-		Commands: cmds, Grace: time.Minute, Logger: log,
+		Commands: cmds, Pool: pool, Grace: time.Minute, Logger: log,
 	})
 }
 
@@ -144,9 +150,8 @@ func TestClearingASessionEndsItsTerminal(t *testing.T) {
 	if status != 101 {
 		t.Fatalf("open terminal: %d", status)
 	}
-	if h.terminals.Live() != 1 {
-		t.Fatal("no terminal runs")
-	}
+	// The upgrade is answered before the terminal starts.
+	eventually(t, "the terminal to run", func() bool { return h.terminals.Live() == 1 })
 	if code, out := h.Call(t, "POST", "/api/claude/clear", "sebastian", map[string]any{"session_id": id}); code != 200 || out["cleared"] != true {
 		t.Fatalf("clear: %d %v", code, out)
 	}
@@ -155,5 +160,154 @@ func TestClearingASessionEndsItsTerminal(t *testing.T) {
 	case <-term.Closed():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the terminal's client was not told of its end")
+	}
+}
+
+// dialRaw opens session id's terminal with exactly the subprotocols and
+// headers given, and answers the HTTP status (101 when it opened).
+func (h *harness) dialRaw(tb testing.TB, id string, protocols []string, header http.Header) int {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(h.url, "http") + "/api/claude/sessions/" + id + "/terminal"
+	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: protocols, HTTPHeader: header})
+	if err == nil {
+		_ = ws.CloseNow()
+		return http.StatusSwitchingProtocols
+	}
+	if resp == nil {
+		tb.Fatalf("dial the terminal: %v", err)
+	}
+	return resp.StatusCode
+}
+
+// Every check of a terminal request (token, person, session, the page's
+// origin, the subprotocol, the handshake) is made before the terminal
+// starts: a refused request leaves no process, no terminal_opened for the
+// session's clients, and the chat takes its next message at once.
+func TestARefusedTerminalLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
+	const allowed = "https://notes.example"
+	h := newHarness(t, harnessOpts{terminals: []string{"/bin/cat"}, cors: []string{allowed}, reply: scriptedReply})
+	browser := func(tok, person string) []string {
+		return []string{httpapi.TerminalProtocol, "bearer." + base64.RawURLEncoding.EncodeToString([]byte(tok)), "person." + person}
+	}
+	from := func(origin string) http.Header { return http.Header{"Origin": {origin}} }
+	headers := http.Header{"Authorization": {"Bearer " + token}, "X-Notes-Person": {"sebastian"}}
+
+	for _, c := range []struct {
+		name      string
+		protocols []string
+		header    http.Header
+		want      int
+	}{
+		{"a page of another origin", browser(token, "sebastian"), from("https://evil.example"), http.StatusForbidden},
+		{"an allowed host under another scheme", browser(token, "sebastian"), from("http://notes.example"), http.StatusForbidden},
+		{"an origin that is no URL", browser(token, "sebastian"), from("null"), http.StatusForbidden},
+		{"no token", []string{httpapi.TerminalProtocol, "person.sebastian"}, from(allowed), http.StatusUnauthorized},
+		{"a wrong token", browser("nope", "sebastian"), from(allowed), http.StatusUnauthorized},
+		{"a person the token may not be", browser("only-petra", "sebastian"), from(allowed), http.StatusForbidden},
+		{"another person's session", browser(token, "petra"), from(allowed), http.StatusNotFound},
+		{"without the terminal's subprotocol", nil, headers, http.StatusBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := h.NewSession(t)
+			if status := h.dialRaw(t, id, c.protocols, c.header); status != c.want {
+				t.Errorf("status %d, want %d", status, c.want)
+			}
+			h.assertNothingLeft(t, id, c.name)
+		})
+	}
+
+	t.Run("a broken handshake", func(t *testing.T) {
+		id := h.NewSession(t)
+		req, _ := http.NewRequest("GET", h.url+"/api/claude/sessions/"+id+"/terminal", nil)
+		req.Header = headers.Clone()
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		req.Header.Set("Sec-WebSocket-Version", "13")
+		req.Header.Set("Sec-WebSocket-Protocol", httpapi.TerminalProtocol) // and no Sec-WebSocket-Key
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("status %d, want 400", resp.StatusCode)
+		}
+		h.assertNothingLeft(t, id, "handshake")
+	})
+
+	// The same requests done right open the terminal: from the server's
+	// own origin, from an allowed one, and with headers instead of the
+	// browser's subprotocols.
+	id := h.NewSession(t)
+	for _, c := range []struct {
+		name      string
+		protocols []string
+		header    http.Header
+	}{
+		{"the server's own origin", browser(token, "sebastian"), from(h.url)},
+		{"an allowed origin", browser(token, "sebastian"), from(allowed)},
+		{"headers", []string{httpapi.TerminalProtocol}, headers},
+	} {
+		if status := h.dialRaw(t, id, c.protocols, c.header); status != http.StatusSwitchingProtocols {
+			t.Errorf("%s: status %d, want 101", c.name, status)
+		}
+	}
+}
+
+// assertNothingLeft checks that no terminal runs for session id, none was
+// announced to its clients and the chat runs a message at once.
+func (h *harness) assertNothingLeft(tb testing.TB, id, marker string) {
+	tb.Helper()
+	if pid := h.terminals.Pid(id); pid != 0 {
+		tb.Errorf("the session's terminal runs (pid %d)", pid)
+	}
+	chat, err := h.sessions.Get(id, "sebastian")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, ev := range chat.Stream().Events(0) {
+		if ev.Type == "terminal_opened" {
+			tb.Errorf("the session's clients saw %s", ev.Line)
+		}
+	}
+	msg := "[[say " + marker + "]]"
+	if code, out := h.Call(tb, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": msg}); code != http.StatusAccepted {
+		tb.Fatalf("a message after the refusal: %d %v", code, out)
+	}
+	eventually(tb, "the message's turn", func() bool { return h.timesSent(msg) == 1 })
+}
+
+// What only the terminal's start finds out, after the upgrade (here: no
+// process slot frees up in time), closes the connection with 4000 + the
+// HTTP status it stands for, and leaves the chat free.
+func TestATerminalThatCannotStartClosesItsConnection(t *testing.T) {
+	t.Parallel()
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 50 * time.Millisecond})
+	t.Cleanup(pool.Close)
+	release, err := pool.Hold(context.Background(), "petra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	h := newHarness(t, harnessOpts{terminals: []string{"/bin/cat"}, terminalPool: pool, reply: scriptedReply})
+	id := h.NewSession(t)
+
+	term, status := h.dialTerminal(t, id, token, "sebastian")
+	if status != http.StatusSwitchingProtocols {
+		t.Fatalf("open terminal: %d", status)
+	}
+	select {
+	case <-term.Closed():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the connection stays open without a terminal")
+	}
+	if term.Status() != 4000+http.StatusServiceUnavailable {
+		t.Fatalf("close status %d, want 4503", term.Status())
+	}
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[say free]]"}); code != http.StatusAccepted {
+		t.Fatalf("a message after the failed start: %d %v", code, out)
 	}
 }

@@ -32,13 +32,9 @@ func (e terminalEvent) EventType() string { return e.Type }
 // first turn). Attached clients see terminal_opened.
 func (c *Session) OpenTerminal() (cliSessionID string, err error) {
 	c.mu.Lock()
-	switch {
-	case c.terminal:
+	if err := c.terminalRefusedLocked(); err != nil {
 		c.mu.Unlock()
-		return "", ErrTerminalOpen
-	case c.queue.current != nil, len(c.queue.waiting) > 0, c.ending, c.sess.State() != supervisor.StateIdle:
-		c.mu.Unlock()
-		return "", supervisor.ErrBusy
+		return "", err
 	}
 	c.terminal = true
 	c.stream.publishJSON(terminalEvent{Type: "terminal_opened"}, false, false)
@@ -47,6 +43,28 @@ func (c *Session) OpenTerminal() (cliSessionID string, err error) {
 	// closes.
 	c.sess.StopIfIdle()
 	return c.sess.CLISessionID(), nil
+}
+
+// CanOpenTerminal reports what OpenTerminal would refuse now (nil: it
+// would hand the conversation over), changing nothing: a terminal's
+// client is refused before its connection is upgraded.
+func (c *Session) CanOpenTerminal() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.terminalRefusedLocked()
+}
+
+// terminalRefusedLocked is the one-writer rule for a terminal: none while
+// a terminal has the conversation, a turn runs or messages wait. c.mu is
+// held.
+func (c *Session) terminalRefusedLocked() error {
+	switch {
+	case c.terminal:
+		return ErrTerminalOpen
+	case c.queue.current != nil, len(c.queue.waiting) > 0, c.ending, c.sess.State() != supervisor.StateIdle:
+		return supervisor.ErrBusy
+	}
+	return nil
 }
 
 // CloseTerminal gives the conversation back to the app: the next message

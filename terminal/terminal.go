@@ -5,6 +5,8 @@
 // client went away stays alive for a grace time, keeping a bounded
 // scroll-back that a client attaching again gets first, and then ends:
 // its process group is killed, the pty closed, nothing left running.
+// What a client types is queued and written to the pty by the terminal's
+// own writer, so a CLI that reads nothing holds up no client.
 //
 // It owns the terminal's process and its pty and nothing else: the CLI's
 // command line comes from assembly, the hooks are answered by package hooks
@@ -27,6 +29,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/relay"
@@ -42,6 +45,10 @@ var (
 	// ErrSlow: the client read the screen too slowly; it attaches again
 	// and gets the scroll-back.
 	ErrSlow = errors.New("the client fell too far behind the terminal")
+	// ErrTooMuchInput: the client typed more than the terminal holds for
+	// the CLI to read (Config.InputBuffer); its last keystrokes were not
+	// taken.
+	ErrTooMuchInput = errors.New("the client typed faster than the terminal reads")
 )
 
 // Launch is one terminal's claude: its whole command line (a sandbox
@@ -56,6 +63,7 @@ type Launch struct {
 // Chat is what a terminal needs of its session; *relay.Session satisfies
 // it.
 type Chat interface {
+	CanOpenTerminal() error
 	OpenTerminal() (cliSessionID string, err error)
 	CloseTerminal(cliSessionID string)
 	Notice(text string)
@@ -85,7 +93,11 @@ type Config struct {
 	// Scrollback bounds the screen bytes kept for a client that attaches
 	// again; default 256 KiB.
 	Scrollback int
-	Logger     zerolog.Logger
+	// InputBuffer bounds the bytes typed that the CLI has not read yet; a
+	// client that types past it is cut off (ErrTooMuchInput); default
+	// 1 MiB.
+	InputBuffer int
+	Logger      zerolog.Logger
 }
 
 // Manager keeps the terminals of all sessions, one per session.
@@ -94,9 +106,12 @@ type Manager struct {
 	log zerolog.Logger
 	wg  sync.WaitGroup
 
-	mu     sync.Mutex
-	byID   map[string]*Terminal
-	closed bool
+	mu   sync.Mutex
+	byID map[string]*Terminal
+	// starting has a channel, closed once the start is over, for each
+	// session whose terminal is starting.
+	starting map[string]chan struct{}
+	closed   bool
 	// configMu orders the writes of the CLI's first-run answers.
 	configMu sync.Mutex
 }
@@ -109,39 +124,92 @@ func NewManager(cfg Config) *Manager {
 	if cfg.Scrollback <= 0 {
 		cfg.Scrollback = 256 << 10
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{}}
+	if cfg.InputBuffer <= 0 {
+		cfg.InputBuffer = 1 << 20
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{}, starting: map[string]chan struct{}{}}
 }
 
 // Attach attaches a client to the terminal of session id (person's, whose
 // chat it is), starting the terminal if none runs: the chat hands its
 // conversation over first (relay's one-writer rule: supervisor.ErrBusy
 // while a turn runs), and the terminal takes a process slot. A client
-// already attached is replaced.
+// already attached is replaced, and so is one whose terminal is still
+// starting: this one waits for the start and takes the terminal over.
 func (m *Manager) Attach(ctx context.Context, id, person string, chat Chat) (*Client, error) {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, ErrEnded
-	}
-	if t := m.byID[id]; t != nil {
-		m.mu.Unlock()
-		if c := t.attach(); c != nil {
-			return c, nil
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, ErrEnded
 		}
-		return nil, relay.ErrTerminalOpen // it is ending right now
+		if t := m.byID[id]; t != nil {
+			m.mu.Unlock()
+			if c := t.attach(); c != nil {
+				return c, nil
+			}
+			return nil, relay.ErrTerminalOpen // it is ending right now
+		}
+		starting, ok := m.starting[id]
+		if !ok {
+			break // m.mu stays held for the start's bookkeeping
+		}
+		m.mu.Unlock()
+		select {
+		case <-starting:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+	started := make(chan struct{})
+	m.starting[id] = started
+	m.wg.Add(1) // Close waits for a start under way too
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.starting, id)
+		m.mu.Unlock()
+		close(started)
+		m.wg.Done()
+	}()
 
 	resume, err := chat.OpenTerminal()
 	if err != nil {
 		return nil, err
 	}
-	t, err := m.start(ctx, id, person, resume, chat)
+	c, err := m.start(ctx, id, person, resume, chat)
 	if err != nil {
 		chat.CloseTerminal("")
 		return nil, err
 	}
-	return t.attach(), nil
+	return c, nil
+}
+
+// CanAttach reports what Attach would refuse now for session id (the
+// server shutting down, the chat busy, its terminal ending), changing
+// nothing: no terminal started, no slot taken, no client of the chat
+// told. A server asks before it commits to a terminal's client (upgrades
+// its connection); Attach may still refuse what changed since.
+func (m *Manager) CanAttach(id string, chat Chat) error {
+	m.mu.Lock()
+	closed, t := m.closed, m.byID[id]
+	_, starting := m.starting[id]
+	m.mu.Unlock()
+	switch {
+	case closed:
+		return ErrEnded
+	case starting:
+		return nil // the client takes the terminal over once it runs
+	case t != nil:
+		t.mu.Lock()
+		ending := t.ended || t.killed
+		t.mu.Unlock()
+		if ending {
+			return relay.ErrTerminalOpen
+		}
+		return nil // the client takes the running terminal over
+	}
+	return chat.CanOpenTerminal()
 }
 
 // Close ends every terminal and waits until they are gone.
@@ -190,7 +258,8 @@ func (m *Manager) Pid(id string) int {
 	return 0
 }
 
-func (m *Manager) start(ctx context.Context, id, person, resume string, chat Chat) (*Terminal, error) {
+// start starts session id's terminal and attaches its first client.
+func (m *Manager) start(ctx context.Context, id, person, resume string, chat Chat) (*Client, error) {
 	release := func() {}
 	if m.cfg.Pool != nil {
 		r, err := m.cfg.Pool.Hold(ctx, person)
@@ -216,7 +285,8 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		release()
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
-	t := &Terminal{m: m, id: id, person: person, chat: chat, release: release, cliSession: resume, done: make(chan struct{})}
+	t := &Terminal{m: m, id: id, person: person, chat: chat, release: release, cliSession: resume,
+		done: make(chan struct{}), typed: make(chan struct{}, 1), stopInput: make(chan struct{})}
 	if resume == "" {
 		t.cliSession = newID
 	}
@@ -228,19 +298,29 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		"TERM=xterm-256color", "COLORTERM=truecolor",
 		hooks.SocketEnv+"="+m.cfg.Commands.Socket(), hooks.TokenEnv+"="+token)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
+	if err == nil {
+		if t.pty, err = pollable(f); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
+	}
 	if err != nil {
 		unregister()
 		release()
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
-	t.cmd, t.pty = cmd, f
-	m.mu.Lock()
-	m.byID[id] = t
-	m.mu.Unlock()
+	t.cmd = cmd
 	t.log = m.log.With().Str("session", id).Str("person", person).Int("pid", cmd.Process.Pid).Logger()
 	t.log.Info().Str("resume", resume).Msg("terminal started")
-	readDone := make(chan struct{})
-	m.wg.Add(2)
+	// Attached before anything runs, the client hears even of an end
+	// that comes at once.
+	c := t.attach()
+	m.mu.Lock()
+	m.byID[id] = t
+	closed := m.closed
+	m.mu.Unlock()
+	readDone, writeDone := make(chan struct{}), make(chan struct{})
+	m.wg.Add(3)
 	go func() {
 		defer m.wg.Done()
 		defer close(readDone)
@@ -248,9 +328,35 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 	}()
 	go func() {
 		defer m.wg.Done()
-		t.wait(readDone)
+		defer close(writeDone)
+		t.writeInput()
 	}()
-	return t, nil
+	go func() {
+		defer m.wg.Done()
+		t.wait(readDone, writeDone)
+	}()
+	if closed {
+		t.kill() // Close did not see this terminal
+	}
+	return c, nil
+}
+
+// pollable hands the pty f to the runtime's poller and closes f: closing
+// the file it returns wakes a Read or Write waiting on it, which closing
+// f does not (package pty leaves its file in blocking mode, where a
+// write to a CLI that reads nothing waits in the kernel until every
+// holder of the terminal is gone).
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duplicate the pty: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("pty non-blocking: %w", err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // Terminal is one interactive claude on a session's conversation.
@@ -260,19 +366,24 @@ type Terminal struct {
 	id, person string
 	chat       Chat
 	cmd        *exec.Cmd
+	// pty is served by the runtime's poller (see pollable): its Close
+	// wakes the reader and the writer.
 	pty        *os.File
 	release    func()
 	unregister func()
 	done       chan struct{}
+	// typed has a token when input waits; stopInput is closed when the
+	// terminal ends. Both are writeInput's.
+	typed     chan struct{}
+	stopInput chan struct{}
 
-	// ptyMu keeps a resize (which reads the pty's descriptor) and the
-	// pty's close apart.
-	ptyMu     sync.RWMutex
-	ptyClosed bool
-
-	mu         sync.Mutex
-	scroll     []byte
-	client     *Client
+	mu     sync.Mutex
+	scroll []byte
+	client *Client
+	// input is what clients typed that the pty has not taken yet, in
+	// order; inputBytes counts it, the one being written included.
+	input      [][]byte
+	inputBytes int
 	grace      *time.Timer
 	cliSession string
 	ended      bool
@@ -329,17 +440,51 @@ func (t *Terminal) output(b []byte) {
 	}
 }
 
+// writeInput types what the clients typed into the pty, in order, until
+// the terminal ends. It alone waits for the CLI to read: a client's
+// keystrokes are queued (Client.Write), so whoever reads the client's
+// messages is never held up by a CLI that reads nothing, and sees a close
+// at once. Closing the pty ends a write that waits.
+func (t *Terminal) writeInput() {
+	for {
+		select {
+		case <-t.typed:
+		case <-t.stopInput:
+			return
+		}
+		for {
+			t.mu.Lock()
+			if len(t.input) == 0 {
+				t.mu.Unlock()
+				break
+			}
+			b := t.input[0]
+			t.input[0] = nil
+			t.input = t.input[1:]
+			t.mu.Unlock()
+			_, err := t.pty.Write(b)
+			t.mu.Lock()
+			t.inputBytes -= len(b)
+			t.mu.Unlock()
+			if err != nil {
+				return // the pty is closed or its CLI gone: the terminal is ending
+			}
+		}
+	}
+}
+
 // wait reaps the process, then ends the terminal: leftovers in its group
-// killed, pty closed, slot and hook token given back, the conversation
-// handed back to the app, and then the client told.
-func (t *Terminal) wait(readDone <-chan struct{}) {
+// killed, pty closed (which ends the reader and the writer even when a
+// process outside the group still holds the terminal), slot and hook
+// token given back, the conversation handed back to the app, and then the
+// client told.
+func (t *Terminal) wait(readDone, writeDone <-chan struct{}) {
 	err := t.cmd.Wait()
 	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
-	t.ptyMu.Lock()
-	t.ptyClosed = true
 	_ = t.pty.Close()
-	t.ptyMu.Unlock()
+	close(t.stopInput)
 	<-readDone
+	<-writeDone
 	t.mu.Lock()
 	t.ended = true
 	if t.grace != nil {
@@ -370,8 +515,9 @@ func (t *Terminal) wait(readDone <-chan struct{}) {
 	close(t.done)
 }
 
-// kill ends the terminal: SIGHUP to its process group, as a closing
-// terminal does, then SIGKILL after a moment. wait does the rest.
+// kill ends the terminal: SIGHUP (and SIGCONT, for a stopped process to
+// see it) to its process group, as a closing terminal does, then SIGKILL
+// after a moment. wait does the rest.
 func (t *Terminal) kill() {
 	t.mu.Lock()
 	if t.ended || t.killed {
@@ -382,6 +528,7 @@ func (t *Terminal) kill() {
 	t.mu.Unlock()
 	pid := t.cmd.Process.Pid
 	_ = syscall.Kill(-pid, syscall.SIGHUP)
+	_ = syscall.Kill(-pid, syscall.SIGCONT)
 	go func() {
 		timer := time.NewTimer(3 * time.Second)
 		defer timer.Stop()
@@ -464,13 +611,35 @@ func (c *Client) Err() error {
 	return c.err
 }
 
-// Write types p into the terminal.
+// Write types p into the terminal. It never waits for the CLI to read:
+// p is queued for the terminal's writer, and a client that has more
+// waiting than Config.InputBuffer is cut off with ErrTooMuchInput, its
+// last keystrokes not taken.
 func (c *Client) Write(p []byte) error {
-	if c.Err() != nil {
-		return c.Err()
+	t := c.t
+	t.mu.Lock()
+	switch {
+	case c.err != nil:
+		t.mu.Unlock()
+		return c.err
+	case t.ended || t.killed:
+		t.mu.Unlock()
+		return ErrEnded
+	case t.inputBytes+len(p) > t.m.cfg.InputBuffer:
+		waiting := t.inputBytes
+		t.dropLocked(c, ErrTooMuchInput)
+		t.mu.Unlock()
+		t.log.Warn().Int("waiting", waiting).Int("typed", len(p)).Msg("the client typed more than the terminal holds; cut off")
+		return ErrTooMuchInput
 	}
-	_, err := c.t.pty.Write(p)
-	return err
+	t.input = append(t.input, append([]byte(nil), p...))
+	t.inputBytes += len(p)
+	t.mu.Unlock()
+	select {
+	case t.typed <- struct{}{}:
+	default: // the writer has a token already
+	}
+	return nil
 }
 
 // Resize sets the terminal's size in character cells.
@@ -481,12 +650,22 @@ func (c *Client) Resize(cols, rows int) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	c.t.ptyMu.RLock()
-	defer c.t.ptyMu.RUnlock()
-	if c.t.ptyClosed {
+	// Not pty.Setsize: asking the file for its descriptor would put it
+	// back in blocking mode.
+	raw, err := c.t.pty.SyscallConn()
+	if err != nil {
 		return ErrEnded
 	}
-	return pty.Setsize(c.t.pty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	var ioctlErr error
+	if err := raw.Control(func(fd uintptr) {
+		ioctlErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Col: uint16(cols), Row: uint16(rows)})
+	}); err != nil {
+		return ErrEnded // the pty is closed
+	}
+	if ioctlErr != nil {
+		return fmt.Errorf("resize the terminal: %w", ioctlErr)
+	}
+	return nil
 }
 
 // End ends the terminal now, as its grace time running out would: the

@@ -15,22 +15,52 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
 )
 
-// chat is a session that always hands its conversation over.
+// chat is a session that hands its conversation over to one terminal at
+// a time, as relay's does.
 type chat struct {
 	mu     sync.Mutex
+	open   bool
+	opened int
 	closed int
 }
 
-func (c *chat) OpenTerminal() (string, error) { return "", nil }
+func (c *chat) CanOpenTerminal() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open {
+		return relay.ErrTerminalOpen
+	}
+	return nil
+}
+
+func (c *chat) OpenTerminal() (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open {
+		return "", relay.ErrTerminalOpen
+	}
+	c.open = true
+	c.opened++
+	return "", nil
+}
 
 func (c *chat) CloseTerminal(string) {
 	c.mu.Lock()
+	c.open = false
 	c.closed++
 	c.mu.Unlock()
+}
+
+// opens is how many times the chat handed its conversation over.
+func (c *chat) opens() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opened
 }
 
 func (c *chat) Notice(string) {}
@@ -47,6 +77,8 @@ func (c *chat) closes() int {
 type world struct {
 	*terminal.Manager
 	pool *supervisor.Pool
+	// dir is the script's working folder.
+	dir string
 }
 
 func newWorld(tb testing.TB, script string, cfg terminal.Config) *world {
@@ -56,12 +88,13 @@ func newWorld(tb testing.TB, script string, cfg terminal.Config) *world {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: time.Second, Logger: log})
-	vault := tb.TempDir()
-	cfg.Claude = "/bin/sh"
-	cfg.Env = []string{"HOME=" + tb.TempDir(), "PATH=/usr/bin:/bin"}
-	cfg.Args = func(string, string, string) ([]string, error) { return []string{"-c", script}, nil }
-	cfg.Dir = func(string) string { return vault }
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 30 * time.Second, Logger: log})
+	dir := tb.TempDir()
+	home := tb.TempDir()
+	cfg.Launch = func(string, string, string, string) (terminal.Launch, error) {
+		return terminal.Launch{Argv: []string{"/bin/sh", "-c", script}, Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}}, nil
+	}
+	cfg.Dir = func(string) string { return dir }
 	cfg.Commands, cfg.Pool, cfg.Logger = cmds, pool, log
 	m := terminal.NewManager(cfg)
 	tb.Cleanup(func() {
@@ -69,12 +102,12 @@ func newWorld(tb testing.TB, script string, cfg terminal.Config) *world {
 		pool.Close()
 		_ = cmds.Close()
 	})
-	return &world{Manager: m, pool: pool}
+	return &world{Manager: m, pool: pool, dir: dir}
 }
 
 // notReading is a program that puts its terminal in raw mode, as the CLI
 // does, and then reads nothing, as a suspended CLI does.
-const notReading = "stty raw -echo && exec sleep 600"
+const notReading = "stty raw -echo; exec sleep 600"
 
 // paste is about size bytes of lines, as a person pastes them.
 func paste(size int) []byte {
@@ -117,8 +150,8 @@ func groupGone(pgid int) bool {
 // more than the pty holds, into a program that reads nothing, and however
 // the terminal then ends its program is gone, its process slot free and
 // no goroutine left behind (goleak, in TestMain). That holds too when a
-// process outside the terminal's group keeps the pty open, so the pty's
-// writes cannot fail on their own.
+// process outside the terminal's group keeps the pty open, so that the
+// pty's writes do not fail on their own.
 func TestInputNeverHoldsUpTheEnd(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -129,7 +162,7 @@ func TestInputNeverHoldsUpTheEnd(t *testing.T) {
 		{"the client ends it", notReading, func(_ *world, c *terminal.Client) { c.End() }},
 		{"the client leaves", notReading, func(_ *world, c *terminal.Client) { c.Detach() }},
 		{"the server shuts down", notReading, func(w *world, _ *terminal.Client) { w.Close() }},
-		{"a process outside its group keeps the pty open", "stty raw -echo && setsid sleep 600 & echo $! > keeper.pid; exec sleep 600",
+		{"a process outside its group keeps the pty open", "stty raw -echo; setsid sleep 600 & echo $! > keeper.pid; exec sleep 600",
 			func(_ *world, c *terminal.Client) { c.End() }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -177,4 +210,140 @@ func killKeeper(tb testing.TB, w *world) {
 	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+}
+
+// A client that types more than the terminal holds for its program is
+// cut off, rather than the terminal held up or its memory grown: the
+// client's output ends with ErrTooMuchInput, and the terminal keeps
+// running for a client to attach again.
+func TestAClientTypingTooMuchIsCutOff(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, notReading, terminal.Config{InputBuffer: 64 << 10, Grace: time.Minute})
+	ch := &chat{}
+	client, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Far more than the buffer and the pty hold together.
+	chunk := paste(16 << 10)[:16<<10]
+	for i := 0; i < 100 && err == nil; i++ {
+		err = client.Write(chunk)
+	}
+	if !errors.Is(err, terminal.ErrTooMuchInput) {
+		t.Fatalf("typing 1.6 MB into a program that reads nothing: %v", err)
+	}
+	outputEnded := make(chan struct{})
+	go func() {
+		defer close(outputEnded)
+		for range client.Output() {
+		}
+	}()
+	within(t, "the client's output to end", outputEnded)
+	if !errors.Is(client.Err(), terminal.ErrTooMuchInput) {
+		t.Fatalf("the client's output ended with %v", client.Err())
+	}
+	if err := client.Write([]byte("x")); !errors.Is(err, terminal.ErrTooMuchInput) {
+		t.Fatalf("typing after the cut: %v", err)
+	}
+
+	again, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+	if err != nil || w.Live() != 1 {
+		t.Fatalf("attach again: %v, %d terminals", err, w.Live())
+	}
+	again.End()
+	eventually(t, "the terminal's end", func() bool { return w.Live() == 0 && ch.closes() == 1 })
+}
+
+// What a client types reaches the program in order, and so does the size
+// it sets: the program waits for a line, then says its terminal's size
+// and the line it read.
+func TestKeystrokesAndSizeReachTheProgram(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, `stty -echo; read -r line; echo "size $(stty size) line $line"; exec sleep 600`, terminal.Config{})
+	ch := &chat{}
+	client, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Resize(132, 43); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"typed ", "in ", "three parts\r"} {
+		if err := client.Write([]byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var screen strings.Builder
+	want := "size 43 132 line typed in three parts"
+	for !strings.Contains(screen.String(), want) {
+		select {
+		case b, ok := <-client.Output():
+			if !ok {
+				t.Fatalf("the output ended (%v): %q", client.Err(), screen.String())
+			}
+			screen.Write(b)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the program did not say %q: %q", want, screen.String())
+		}
+	}
+	client.End()
+	eventually(t, "the terminal's end", func() bool { return w.Live() == 0 })
+	if err := client.Resize(80, 24); !errors.Is(err, terminal.ErrEnded) {
+		t.Fatalf("resizing an ended terminal: %v", err)
+	}
+}
+
+// A client that attaches while the terminal is still starting (waiting
+// for a process slot) is not refused: it waits for the start and takes
+// the terminal over, and only one terminal starts.
+func TestAttachingWhileTheTerminalStarts(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, notReading, terminal.Config{})
+	release, err := w.pool.Hold(context.Background(), "petra") // the one slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := &chat{}
+	type attached struct {
+		c   *terminal.Client
+		err error
+	}
+	attach := func() <-chan attached {
+		out := make(chan attached, 1)
+		go func() {
+			c, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+			out <- attached{c, err}
+		}()
+		return out
+	}
+	first := attach()
+	eventually(t, "the first start", func() bool { return ch.opens() == 1 })
+	if err := w.CanAttach("s1", ch); err != nil {
+		t.Fatalf("a second client while the terminal starts: %v", err)
+	}
+	second := attach()
+	release()
+
+	var a, b attached
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a, b = <-first, <-second
+	}()
+	within(t, "both clients attached", done)
+	if a.err != nil || b.err != nil {
+		t.Fatalf("attach: %v, %v", a.err, b.err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for range a.c.Output() {
+		}
+	}()
+	within(t, "the first client's output to end", ended)
+	if !errors.Is(a.c.Err(), terminal.ErrReplaced) || w.Live() != 1 || ch.opens() != 1 {
+		t.Fatalf("first client: %v; %d terminals, %d starts", a.c.Err(), w.Live(), ch.opens())
+	}
+	b.c.End()
+	eventually(t, "the terminal's end", func() bool { return w.Live() == 0 })
 }

@@ -211,3 +211,80 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 		t.Fatalf("the app's turn lacks the terminal's: %s", got)
 	}
 }
+
+// pasteText is a paste of about size bytes, as a browser's terminal sends
+// one: many lines between the markers of a bracketed paste.
+func pasteText(size int) []byte {
+	var b strings.Builder
+	b.WriteString("\x1b[200~")
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, "line %d of a long paste into the terminal\n", i)
+	}
+	b.WriteString("\x1b[201~")
+	return []byte(b.String())
+}
+
+// A large paste the CLI does not read does not hold the terminal up. The
+// person suspends the CLI (Ctrl-Z: it waits for an `fg` that never comes
+// and reads nothing) and pastes about 900 KB, more than the pty holds;
+// then the client ends the terminal ({"type":"close"}) or simply goes
+// away. Either is noticed at once: the terminal's claude is gone (after
+// the close, or after the grace time), the one process slot it held
+// serves the app's next turn, and no goroutine is left behind (goleak, in
+// TestMain).
+func TestTerminalEndsWhileAPasteWaits(t *testing.T) {
+	t.Parallel()
+	s := start(t, "--terminal-grace", "2s", "--max-processes", "1")
+	vaultDir := filepath.Join(s.env.VaultRoot, "sebastian")
+	id := s.newSessionAs(t, "sebastian")
+
+	for _, c := range []struct {
+		name  string
+		leave func(testing.TB, *httpapitest.Terminal)
+	}{
+		{"the client closes the terminal", func(tb testing.TB, term *httpapitest.Terminal) {
+			term.Send(tb, websocket.MessageText, []byte(`{"type":"close"}`))
+			select {
+			case <-term.Closed():
+			case <-time.After(60 * time.Second):
+				tb.Fatal("the close was not noticed behind the paste")
+			}
+			if term.Status() != websocket.StatusNormalClosure {
+				tb.Errorf("close status %d, want 1000", term.Status())
+			}
+		}},
+		{"the client goes away", func(_ testing.TB, term *httpapitest.Terminal) { term.Drop() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			marker := strings.ReplaceAll(c.name, " ", "-")
+			// The app's turn of the case before may still be ending.
+			var term *httpapitest.Terminal
+			waitFor(t, 30*time.Second, "the terminal to open", func() bool {
+				c, status := httpapitest.DialTerminal(t, s.url, id, testToken, "sebastian")
+				term = c
+				return status == http.StatusSwitchingProtocols
+			})
+			waitFor(t, 120*time.Second, "the CLI's prompt", func() bool { return strings.Contains(term.Text(), "accept edits on") })
+			term.Send(t, websocket.MessageBinary, []byte("\x1a"))
+			waitFor(t, 30*time.Second, "the CLI to suspend itself", func() bool { return strings.Contains(term.Text(), "Claude Code is suspended") })
+			paste := pasteText(900 << 10)
+			for len(paste) > 0 {
+				n := min(len(paste), 32<<10)
+				term.Send(t, websocket.MessageBinary, paste[:n])
+				paste = paste[n:]
+			}
+			c.leave(t, term)
+			waitFor(t, 60*time.Second, "the terminal's claude to end", func() bool { return len(terminalClaude(t, vaultDir)) == 0 })
+
+			// The app's turn takes the one process slot the terminal held.
+			waitFor(t, 30*time.Second, "the session to be free", func() bool {
+				r := s.req(t, "POST", "/api/claude/sessions/"+id+"/messages", `{"message":"[[say back]] back-`+marker+`"}`)
+				readAll(t, r)
+				return r.StatusCode == http.StatusAccepted
+			})
+			waitFor(t, 120*time.Second, "the app's turn at the model", func() bool {
+				return strings.Contains(lastRequestTexts(s), "back-"+marker)
+			})
+		})
+	}
+}

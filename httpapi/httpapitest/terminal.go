@@ -147,6 +147,13 @@ func (c *Terminal) Close() {
 	<-c.closed
 }
 
+// Drop goes away without a word, as a client whose network is gone does:
+// the connection is closed with no close handshake.
+func (c *Terminal) Drop() {
+	_ = c.ws.CloseNow()
+	<-c.closed
+}
+
 // Closed is closed once the server closed the connection (or Close did).
 func (c *Terminal) Closed() <-chan struct{} { return c.closed }
 
