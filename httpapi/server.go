@@ -198,7 +198,17 @@ func (s *Server) fail(c *gin.Context, err error) {
 	default:
 		s.log.Error().Err(err).Str("path", c.Request.URL.Path).Msg("request failed")
 	}
-	c.AbortWithStatusJSON(status, gin.H{"error": msg})
+	c.AbortWithStatusJSON(status, gin.H{"error": s.clientText(c, msg)})
+}
+
+// clientText is an error's text as the request's person may read it:
+// without the server's paths (the error itself is logged where it is
+// handled).
+func (s *Server) clientText(c *gin.Context, text string) string {
+	if s.cfg.Registry == nil {
+		return text
+	}
+	return s.cfg.Registry.ClientText(personOf(c), text)
 }
 
 func (s *Server) recoverer(c *gin.Context) {
