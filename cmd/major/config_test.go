@@ -158,7 +158,9 @@ func TestConfigurationIsPerPerson(t *testing.T) {
 		seb := s.newSessionAs(t, "sebastian")
 		n := len(s.env.Model.Requests())
 		got := s.chatIn(t, "sebastian", seb, `[[tool mcp__probe__whereami {}]]`)
-		if want := "PROBE-CWD " + s.env.Vault("sebastian"); !strings.Contains(got, want) {
+		// The person's folder, as clients see it: "." (the server's
+		// paths never reach them).
+		if want := "PROBE-CWD ."; !strings.Contains(got, want) {
 			t.Errorf("sebastian's probe: %q, want %q", got, want)
 		}
 		// The configuration at start: sebastian's model and section.
