@@ -125,11 +125,15 @@ func Compat(typ string, body []byte) []byte {
 
 // The richer events of the per-session stream.
 type (
-	// CLI carries one CLI message unchanged; Event is one whole JSON
-	// value, as the CLI wrote it (so it can be written out as it is).
+	// CLI carries one CLI message; Event is one whole JSON value, as the
+	// CLI wrote it (so it can be written out as it is) but for the
+	// server's paths, which the session's Redactor takes out of every
+	// event. Withheld marks a message whose upstream error text was
+	// replaced by the sentence the person reads (see AppendCLI).
 	CLI struct {
-		Type  string          `json:"type"`
-		Event json.RawMessage `json:"event"`
+		Type     string          `json:"type"`
+		Withheld bool            `json:"withheld,omitempty"`
+		Event    json.RawMessage `json:"event"`
 	}
 	// TurnStart opens a turn with the person's message. The CLI's
 	// ids are for rewinding: its id of the message, and of the last entry

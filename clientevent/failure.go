@@ -113,6 +113,13 @@ func resultFailure(m, apiMsg, lastRetry *supervisor.Message, at time.Time) failu
 	if m.TerminalReason != "api_error" && apiMsg == nil && status == 0 {
 		return otherResultFailure(m)
 	}
+	return apiFailure(status, apiType, cliError, lastRetry, at)
+}
+
+// apiFailure is a failed API call: its HTTP status (0: no answer), the
+// API's error type, the CLI's error class; lastRetry and at as for
+// resultFailure.
+func apiFailure(status int, apiType, cliError string, lastRetry *supervisor.Message, at time.Time) failure {
 	f := failure{kind: apiKind(status, apiType, cliError), status: status}
 	switch f.kind {
 	case KindOverloaded:

@@ -21,6 +21,10 @@ type Translator struct {
 	started   time.Time           // when the open turn started
 	apiErr    *supervisor.Message // the CLI's message for a failed API call
 	lastRetry *supervisor.Message // the CLI's last retry notice
+	// result is the turn's result as its cli event went out, at resultAt:
+	// the turn's end names its failure as that event did.
+	result   *supervisor.Message
+	resultAt time.Time
 	// lastEntry is the CLI's id of the conversation's last assistant
 	// message, the entry a rewind of the next turn resumes at.
 	lastEntry string
@@ -57,6 +61,9 @@ type Out struct {
 	Body      Body
 	BeginTurn bool
 	Terminal  bool
+	// Withheld is the upstream error text taken out of Body, for the
+	// log only.
+	Withheld []string
 }
 
 // Translate is the client events of one supervisor event, in order. Every
@@ -66,7 +73,7 @@ func (t *Translator) Translate(ev supervisor.Event) []Out {
 	case supervisor.EventTurnStart:
 		clear(t.streamed)
 		clear(t.tools)
-		t.started, t.apiErr, t.lastRetry = ev.Time, nil, nil
+		t.started, t.apiErr, t.lastRetry, t.result = ev.Time, nil, nil, nil
 		return []Out{{Body: TurnStart{Type: "turn_start", Message: ev.Text, CLIMessageID: ev.MessageID, CLIParentID: t.lastEntry},
 			BeginTurn: true}}
 	case supervisor.EventNotice:
@@ -74,13 +81,22 @@ func (t *Translator) Translate(ev supervisor.Event) []Out {
 	case supervisor.EventTurnEnd:
 		return t.turnEnd(ev)
 	case supervisor.EventCLI:
-		return t.cli(ev.Msg)
+		return t.cli(ev.Msg, ev.Time)
 	}
 	return nil
 }
 
-func (t *Translator) cli(m *supervisor.Message) []Out {
-	outs := []Out{{Body: CLI{Type: "cli", Event: m.Raw}}}
+func (t *Translator) cli(m *supervisor.Message, at time.Time) []Out {
+	cli := Out{Body: CLI{Type: "cli", Event: m.Raw}}
+	if m.Type == "result" {
+		t.result, t.resultAt = m, at
+	}
+	if sentence, ok := upstreamSentence(m, t.apiErr, t.lastRetry, at); ok {
+		if raw, texts := withhold(m, sentence); len(texts) > 0 {
+			cli = Out{Body: CLI{Type: "cli", Withheld: true, Event: raw}, Withheld: texts}
+		}
+	}
+	outs := []Out{cli}
 	// Events of subagents (parent_tool_use_id set) stay in the cli stream.
 	if m.ParentToolUseID != nil && *m.ParentToolUseID != "" {
 		return outs
@@ -191,7 +207,11 @@ func (t *Translator) turnEnd(ev supervisor.Event) []Out {
 	case ev.Err != nil:
 		f = turnFailure(ev.Err)
 	case ev.Msg != nil && ev.Msg.IsError:
-		f = resultFailure(ev.Msg, t.apiErr, t.lastRetry, ev.Time)
+		at := ev.Time
+		if ev.Msg == t.result {
+			at = t.resultAt
+		}
+		f = resultFailure(ev.Msg, t.apiErr, t.lastRetry, at)
 	default:
 		return []Out{{Body: Done{Type: "done", SessionID: t.sessionID, Summary: sum}, Terminal: true}}
 	}

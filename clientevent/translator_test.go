@@ -20,6 +20,12 @@ import (
 // reports them, and translates them. It returns one line per client event
 // other than cli: its type and the fields that say what it shows.
 func replay(t *testing.T) (lines []string, tr *clientevent.Translator) {
+	lines, _, tr = replayWithCLI(t)
+	return lines, tr
+}
+
+// replayWithCLI is replay, with the bodies of the cli events too.
+func replayWithCLI(t *testing.T) (lines []string, clis [][]byte, tr *clientevent.Translator) {
 	t.Helper()
 	f, err := os.Open(filepath.Join("..", "supervisor", "testdata", "transcript-cli-2.1.330.ndjson"))
 	if err != nil {
@@ -28,7 +34,6 @@ func replay(t *testing.T) (lines []string, tr *clientevent.Translator) {
 	defer f.Close()
 	tr = clientevent.NewTranslator("s1")
 	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	var clis int
 	emit := func(ev supervisor.Event) {
 		for _, o := range tr.Translate(ev) {
 			body, err := clientevent.Marshal(o.Body)
@@ -36,7 +41,7 @@ func replay(t *testing.T) (lines []string, tr *clientevent.Translator) {
 				t.Fatal(err)
 			}
 			if o.Body.EventType() == "cli" {
-				clis++
+				clis = append(clis, body)
 				if !strings.HasPrefix(string(body), `{"type":"cli","event":{`) {
 					t.Fatalf("cli event %s", body)
 				}
@@ -98,10 +103,10 @@ func replay(t *testing.T) (lines []string, tr *clientevent.Translator) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if clis != 68 {
-		t.Fatalf("%d cli events, want one for each of the CLI's 68 messages outside the control protocol", clis)
+	if len(clis) != 68 {
+		t.Fatalf("%d cli events, want one for each of the CLI's 68 messages outside the control protocol", len(clis))
 	}
-	return lines, tr
+	return lines, clis, tr
 }
 
 // The real CLI's session becomes the client events the seed clients and

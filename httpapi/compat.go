@@ -85,7 +85,7 @@ func (s *Server) chatStream(c *gin.Context) {
 	if ctx.Err() != nil || w.err != nil {
 		return // the client is gone
 	}
-	_ = w.line(mustJSON(errorLine{Type: "error", Message: streamEndMessage(err)}))
+	_ = w.line(mustJSON(errorLine{Type: "error", Message: s.clientText(c, streamEndMessage(err))}))
 }
 
 // streamEndMessage is what a compat client reads when its turn could not
@@ -149,5 +149,6 @@ func (s *Server) chat(c *gin.Context) {
 		c.JSON(http.StatusBadGateway, gin.H{"error": e.Message, "session_id": chat.ID})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "response": text.String(), "history": chat.History()})
+	// Each text event was redacted alone; a path across two is whole here.
+	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "response": chat.ClientText(text.String()), "history": chat.History()})
 }

@@ -153,7 +153,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	if retryAfter != "" {
 		c.Header("Retry-After", retryAfter)
 	}
-	c.AbortWithStatusJSON(status, gin.H{"error": msg})
+	c.AbortWithStatusJSON(status, gin.H{"error": s.clientText(c, msg)})
 }
 
 // statusOf is the HTTP status of err, the message a client sees and, for
@@ -215,6 +215,16 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		s.log.Error().Err(err).Str("path", path).Msg("request failed")
 	}
 	return status, msg, retryAfter
+}
+
+// clientText is an error's text as the request's person may read it:
+// without the server's paths (the error itself is logged where it is
+// handled).
+func (s *Server) clientText(c *gin.Context, text string) string {
+	if s.cfg.Registry == nil {
+		return text
+	}
+	return s.cfg.Registry.ClientText(personOf(c), text)
 }
 
 func (s *Server) recoverer(c *gin.Context) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/httpapi/httpapitest"
 	"github.com/majorhq/major/relay"
@@ -62,6 +63,8 @@ type harnessOpts struct {
 	// wrap, when set, wraps the server's handler (to play a slow
 	// connection or a busy machine).
 	wrap func(http.Handler) http.Handler
+	// paths are the server's folders, hidden from clients.
+	paths clientevent.ServerPaths
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
@@ -84,7 +87,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 		return f
 	}}
 	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: fakes, Logger: log,
-		Limits: func(string) relay.Limits { return o.limits }})
+		Limits: func(string) relay.Limits { return o.limits }, ServerPaths: o.paths})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/internal/standin"
 	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
@@ -97,7 +98,8 @@ func BenchmarkTurn(b *testing.B) {
 				Logger: zerolog.Nop(),
 			})
 		}),
-		Logger: zerolog.Nop(),
+		ServerPaths: benchServerPaths,
+		Logger:      zerolog.Nop(),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -226,8 +228,9 @@ func standinSession(b *testing.B, bin string, store *sessionstore.Store) (*Regis
 				Logger: zerolog.Nop(),
 			})
 		}),
-		Store:  store,
-		Logger: zerolog.Nop(),
+		Store:       store,
+		ServerPaths: benchServerPaths,
+		Logger:      zerolog.Nop(),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -470,4 +473,95 @@ func BenchmarkSessionMemory(b *testing.B) {
 		b.ReportMetric(perIdle/(float64(logged)/float64(n)), "x-baseline")
 		sessions.Close()
 	}
+}
+
+// benchServerPaths are a production server's folders: the sessions of the
+// benchmarks hide them, as cmd/major's do.
+var benchServerPaths = clientevent.ServerPaths{
+	VaultRoot: "/srv/notes",
+	Hidden: []string{"/srv", "/var/lib/major", "/etc/major", "/home/major/.claude", "/opt/major/.tools/claude/node_modules/.bin",
+		"/opt/major/.tools/claude/node_modules/@anthropic-ai/claude-code", "/opt/major/bin", "/tmp", "/run/user/1000"},
+	Home: "/home/major",
+}
+
+// BenchmarkRedact times one turn of the CLI's messages (its init message
+// naming the server's folders, a Read of a note and its result, 200 text
+// deltas, one of them naming a server path, the whole answer, the result)
+// published through a session that hides the server's paths, against the
+// same through a session that hides none (translated and encoded alike),
+// in the same loop, in batches of 16 turns. x-baseline is redacting time
+// over plain time: the redaction's cost on the hot path.
+func BenchmarkRedact(b *testing.B) {
+	line := func(v any) supervisor.Event {
+		raw, _ := json.Marshal(v)
+		m, err := supervisor.DecodeMessage(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return supervisor.Event{Kind: supervisor.EventCLI, Msg: m}
+	}
+	words := strings.Fields(strings.Repeat("the note on /srv/notes/sebastian/notes/garden.md says to water the roses twice a week ", 12))
+	var answer strings.Builder
+	turn := []supervisor.Event{
+		{Kind: supervisor.EventTurnStart, Text: "what does my garden note say?"},
+		line(map[string]any{"type": "system", "subtype": "init", "cwd": "/srv/notes/sebastian", "session_id": "c1",
+			"tools":                 []string{"Read", "Write", "Edit", "Glob", "Grep", "WebFetch", "WebSearch", "Skill"},
+			"plugins":               []map[string]string{{"name": "major", "path": "/var/lib/major/session-config/skills/0123456789abcdef/major"}},
+			"memory_paths":          map[string]string{"auto": "/home/major/.claude/projects/-srv-notes-sebastian/memory/"},
+			"messaging_socket_path": "/tmp/cc-socks/4242.sock"}),
+		line(map[string]any{"type": "assistant", "session_id": "c1", "uuid": "u1", "message": map[string]any{"id": "m1", "role": "assistant",
+			"content": []map[string]any{{"type": "tool_use", "id": "t1", "name": "Read", "input": map[string]string{"file_path": "/srv/notes/sebastian/notes/garden.md"}}}}}),
+		line(map[string]any{"type": "user", "session_id": "c1", "uuid": "u2", "message": map[string]any{"role": "user",
+			"content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": strings.Repeat("1\tWater the roses twice a week.\n", 40)}}},
+			"tool_use_result": map[string]any{"file": map[string]string{"filePath": "/srv/notes/sebastian/notes/garden.md"}}}),
+	}
+	for i := range 200 {
+		w := words[i%len(words)] + " "
+		answer.WriteString(w)
+		turn = append(turn, line(map[string]any{"type": "stream_event", "session_id": "c1", "parent_tool_use_id": nil, "uuid": fmt.Sprint("d", i),
+			"event": map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": w}}}))
+	}
+	result := line(map[string]any{"type": "result", "subtype": "success", "session_id": "c1", "result": answer.String(), "total_cost_usd": 0.01})
+	turn = append(turn,
+		line(map[string]any{"type": "assistant", "session_id": "c1", "uuid": "u3", "message": map[string]any{"id": "m2", "role": "assistant",
+			"content": []map[string]any{{"type": "text", "text": answer.String()}}}}),
+		result,
+		supervisor.Event{Kind: supervisor.EventTurnEnd, Msg: result.Msg},
+	)
+	session := func(paths clientevent.ServerPaths) *Session {
+		s, err := NewRegistry(RegistryConfig{Launcher: LauncherFunc(func(p SessionParams) CLI {
+			return supervisor.NewCLI(supervisor.CLIConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
+		}), ServerPaths: paths, Logger: zerolog.Nop()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(s.Close)
+		c, _ := s.GetOrCreate("", "sebastian")
+		return c
+	}
+	const batch = 16
+	var redacting, plain time.Duration
+	for b.Loop() {
+		hidden, open := session(benchServerPaths), session(clientevent.ServerPaths{})
+		t0 := time.Now()
+		for range batch {
+			for _, ev := range turn {
+				hidden.Publish(ev)
+			}
+		}
+		t1 := time.Now()
+		for range batch {
+			for _, ev := range turn {
+				open.Publish(ev)
+			}
+		}
+		plain += time.Since(t1)
+		redacting += t1.Sub(t0)
+		for _, ev := range hidden.Stream().Events(0) {
+			if bytes.Contains(ev.Line, []byte("/srv/notes")) {
+				b.Fatalf("not redacted: %s", ev.Line)
+			}
+		}
+	}
+	b.ReportMetric(float64(redacting)/float64(plain), "x-baseline")
 }

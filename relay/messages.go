@@ -143,7 +143,11 @@ func (c *Session) Messages() []RichMessage {
 			continue
 		}
 		var sb strings.Builder
-		for _, p := range out[i].Parts {
+		for j := range out[i].Parts {
+			p := &out[i].Parts[j]
+			// Each event was redacted alone; a path the model wrote
+			// across deltas is whole only in the text they make.
+			p.Text = c.redact.Text(p.Text)
 			sb.WriteString(p.Text)
 		}
 		out[i].Content = sb.String()

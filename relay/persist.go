@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/vault"
 )
@@ -63,11 +64,17 @@ func records(events []*Event) []sessionstore.Record {
 }
 
 // eventOf rebuilds an Event from its record: the body is the line
-// without its seq (the store checked that it starts with it).
-func eventOf(r sessionstore.Record) *Event {
+// without its seq (the store checked that it starts with it). A log
+// written before the server took its paths and upstream error text out
+// of events is replayed as a client may see it now: redact cleans every
+// body (a scan for '/' where there is nothing to clean).
+func eventOf(r sessionstore.Record, redact *clientevent.Redactor) *Event {
 	prefix := len(`{"seq":`) + len(strconv.FormatInt(r.Seq, 10)) + len(",")
 	body := append([]byte{'{'}, r.Line[prefix:]...)
-	return newEvent(r.Seq, r.Turn, r.Type, body, r.Terminal)
+	if r.Type == "cli" {
+		body = clientevent.RecordedCLI(body)
+	}
+	return newEvent(r.Seq, r.Turn, r.Type, redact.JSON(body), r.Terminal)
 }
 
 // loaded is one session read back from disk.
@@ -76,9 +83,10 @@ type loaded struct {
 	events []*Event
 }
 
-// loadSessions reads every session the store holds; one whose index entry
-// is not a valid session's is skipped.
-func loadSessions(st *sessionstore.Store, log zerolog.Logger) ([]loaded, error) {
+// loadSessions reads every session the store holds, each event as
+// redactor(person) shows it; one whose index entry is not a valid
+// session's is skipped.
+func loadSessions(st *sessionstore.Store, log zerolog.Logger, redactor func(person string) *clientevent.Redactor) ([]loaded, error) {
 	saved, err := st.Load()
 	if err != nil {
 		return nil, err
@@ -91,8 +99,9 @@ func loadSessions(st *sessionstore.Store, log zerolog.Logger) ([]loaded, error) 
 			continue
 		}
 		l := loaded{meta: m, events: make([]*Event, len(sv.Records))}
+		redact := redactor(m.Person)
 		for i, r := range sv.Records {
-			l.events[i] = eventOf(r)
+			l.events[i] = eventOf(r, redact)
 		}
 		out = append(out, l)
 	}

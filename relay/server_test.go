@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/httpapi/httpapitest"
@@ -62,6 +63,9 @@ type harnessOpts struct {
 	// maxSessions bounds each person's sessions; 0: no limit.
 	maxSessions int
 	cors        []string
+	// paths are the server's folders, hidden from clients; the real
+	// CLI's harness hides its test's as the server hides its own.
+	paths clientevent.ServerPaths
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
@@ -97,6 +101,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 			Logger:       log,
 		})
 	})
+	o.paths = clientevent.ServerPaths{VaultRoot: env.VaultRoot, Home: env.Home, Hidden: []string{os.TempDir()}}
 	h := serve(tb, o, launch, log)
 	h.env = env
 	return h
@@ -237,7 +242,8 @@ func serve(tb testing.TB, o harnessOpts, launch relay.Launcher, log zerolog.Logg
 			tb.Fatal(err)
 		}
 	}
-	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launch, Store: store, TurnEnd: o.turnEnd, MaxPerPerson: o.maxSessions, Logger: log})
+	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: launch, Store: store, TurnEnd: o.turnEnd, MaxPerPerson: o.maxSessions,
+		ServerPaths: o.paths, Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -132,11 +132,16 @@ type RegistryConfig struct {
 	// as it ends (Charge, from the model gateway), a turn's cut off by a
 	// crash included: what a session and a person spent is then the sum
 	// of those, and a turn's end adds only the message, its agent turns
-	// and its time to the person's day. Without it, the CLI's figures at each turn's end
-	// are what was spent.
+	// and its time to the person's day. Without it, the CLI's figures at
+	// each turn's end are what was spent.
 	Metered bool
-	Logger  zerolog.Logger
-	Now     func() time.Time
+	// ServerPaths are the server's folders, which no client may see:
+	// every event, history and error text of a person's sessions shows
+	// paths in the person's folder relative to it and hides the others.
+	// Empty: no path is hidden (tests that run no CLI).
+	ServerPaths clientevent.ServerPaths
+	Logger      zerolog.Logger
+	Now         func() time.Time
 }
 
 // Registry holds every chat session by id.
@@ -156,6 +161,10 @@ type Registry struct {
 	byID     map[string]*Session
 	creating map[string]int // person → sessions being created
 	shutdown bool
+	// redactors is each person's Redactor, built once (it resolves
+	// symbolic links, so not under mu).
+	redactMu  sync.Mutex
+	redactors map[string]*clientevent.Redactor
 	// endings are the turn-end hooks running; Close stops new ones
 	// (closing) and waits for them.
 	endMu   sync.Mutex
@@ -174,7 +183,8 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	if cfg.QueueLimit <= 0 {
 		cfg.QueueLimit = DefaultQueueLimit
 	}
-	s := &Registry{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Session), creating: map[string]int{}, metrics: newMetrics()}
+	s := &Registry{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Session), creating: map[string]int{}, metrics: newMetrics(),
+		redactors: map[string]*clientevent.Redactor{}}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.metrics.live = cfg.LiveProcesses
 	s.metrics.waiting = cfg.WaitingProcesses
@@ -184,7 +194,7 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 		return s, nil
 	}
 	s.ledger = usage.Open(cfg.Store.Dir(), cfg.Logger)
-	loaded, err := loadSessions(cfg.Store, s.log)
+	loaded, err := loadSessions(cfg.Store, s.log, s.redactor)
 	if err != nil {
 		return nil, fmt.Errorf("load sessions: %w", err)
 	}
@@ -208,17 +218,21 @@ type Session struct {
 
 	sess    CLI
 	stream  *Stream
+	redact  *clientevent.Redactor
 	store   *sessionstore.Store
 	elog    *sessionstore.Log
 	log     zerolog.Logger
 	metrics *Metrics
 
-	mu           sync.Mutex
-	tr           *clientevent.Translator
-	title        string
-	history      []ChatMessage
-	historyAt    map[int]int     // turn → index of its user message in history
-	turnText     strings.Builder // the assistant's text in the open turn
+	mu        sync.Mutex
+	tr        *clientevent.Translator
+	title     string
+	history   []ChatMessage
+	historyAt map[int]int     // turn → index of its user message in history
+	turnText  strings.Builder // the assistant's text in the open turn
+	// hold keeps back the end of the text streamed so far that may be
+	// the start of a server path, until the next delta.
+	hold         *clientevent.TextHold
 	lastActivity time.Time
 	turnStarted  time.Time
 	interactive  int
@@ -319,6 +333,7 @@ type heldEvent struct {
 // nil, gets the published event. c.mu is held.
 func (c *Session) publishInOrder(body clientevent.Body, then func(*Event)) {
 	publish := func() {
+		c.flushText()
 		e := c.stream.publishJSON(body, false, false)
 		if then != nil {
 			then(e)
@@ -385,13 +400,22 @@ func (c *Session) apply(ev supervisor.Event) {
 		failed = ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted)
 		c.metrics.turnEnded(took, failed, ev.Interrupted)
 	}
+	// Text held back for the next delta goes out before anything else:
+	// no delta follows it.
+	if ev.Kind != supervisor.EventCLI || ev.Msg == nil || ev.Msg.Type != "stream_event" {
+		c.flushText()
+	}
 	var started *Event
-	for _, o := range c.tr.Translate(ev) {
+	for _, o := range c.hold.Apply(c.tr.Translate(ev)) {
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Kind == supervisor.EventTurnEnd && c.refused != nil {
 			// The gateway refused a model request for a spent budget: the
 			// CLI saw an API error, the person reads which budget.
 			f.Message, f.Kind, f.Status, f.RetryAfter = c.refused.Error(), clientevent.KindBudget, 0, 0
 			o.Body = f
+		}
+		if len(o.Withheld) > 0 {
+			c.log.Warn().Str("cli_type", ev.Msg.Type).Str("cli_subtype", ev.Msg.Subtype).Strs("upstream", o.Withheld).
+				Msg("upstream error text withheld from clients")
 		}
 		e := c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
 		if e != nil {
@@ -451,6 +475,16 @@ func (c *Session) apply(ev supervisor.Event) {
 		}
 		c.log.Info().Str("person", c.Person).Str("outcome", outcome).Dur("took", took).AnErr("error", ev.Err).Msg("turn ended")
 		c.persist()
+	}
+}
+
+// flushText publishes the text held back for the next delta, if any.
+// c.mu is held.
+func (c *Session) flushText() {
+	if t, ok := c.hold.Flush(); ok {
+		if e := c.stream.publishJSON(t, false, false); e != nil {
+			c.observe(e, t)
+		}
 	}
 }
 
@@ -555,12 +589,22 @@ func (c *Session) meta() meta {
 		Effort: set.Effort, SpentUSD: c.spentLocked(), Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.LastEntry()}
 }
 
-// History returns a copy of the session's messages.
+// History returns a copy of the session's messages, as its clients may
+// read them.
 func (c *Session) History() []ChatMessage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]ChatMessage{}, c.history...)
+	out := make([]ChatMessage, len(c.history))
+	for i, m := range c.history {
+		// The text as a whole: a path the model wrote across deltas.
+		out[i] = ChatMessage{Role: m.Role, Content: c.redact.Text(m.Content)}
+	}
+	return out
 }
+
+// ClientText is text as the session's clients may read it: without the
+// server's paths.
+func (c *Session) ClientText(text string) string { return c.redact.Text(text) }
 
 // Info describes the session for the sessions list.
 func (c *Session) Info() SessionInfo {
@@ -571,7 +615,7 @@ func (c *Session) Info() SessionInfo {
 	if model == "" {
 		model = c.model
 	}
-	return SessionInfo{ID: c.ID, Title: c.title, Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State()),
+	return SessionInfo{ID: c.ID, Title: c.redact.Text(c.title), Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State()),
 		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
 		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom}
 }
@@ -710,6 +754,9 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 	}
 	c.stream = NewStream(onNew)
 	c.stream.onDrop = func() { s.metrics.dropped.Add(1) }
+	c.redact = s.redactor(m.Person)
+	c.stream.redact = c.redact
+	c.hold = clientevent.NewTextHold(c.redact)
 	c.stream.restore(events)
 	for _, ev := range events {
 		c.observe(ev, nil)
@@ -797,6 +844,24 @@ func (s *Registry) Get(id, person string) (*Session, error) {
 		return nil, ErrNotFound
 	}
 	return c, nil
+}
+
+// redactor is the Redactor of person's clients.
+func (s *Registry) redactor(person string) *clientevent.Redactor {
+	s.redactMu.Lock()
+	defer s.redactMu.Unlock()
+	r, ok := s.redactors[person]
+	if !ok {
+		r = s.cfg.ServerPaths.Redactor(person)
+		s.redactors[person] = r
+	}
+	return r
+}
+
+// ClientText is text (an error's, a message's) as person's clients may
+// read it: without the server's paths.
+func (s *Registry) ClientText(person, text string) string {
+	return s.redactor(person).Text(text)
 }
 
 func (s *Registry) active(person string) {

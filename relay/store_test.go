@@ -54,7 +54,7 @@ func TestEventsRoundTripThroughTheStore(t *testing.T) {
 		t.Fatalf("read %d records, %v", len(recs), err)
 	}
 	for i, r := range recs {
-		ev := eventOf(r)
+		ev := eventOf(r, nil)
 		if !bytes.Equal(ev.Line, evs[i].Line) || !bytes.Equal(ev.Compat, evs[i].Compat) || ev.Seq != evs[i].Seq ||
 			ev.Turn != evs[i].Turn || ev.Terminal != evs[i].Terminal || ev.Type != evs[i].Type {
 			t.Fatalf("event %d differs: %s vs %s", i, ev.Line, evs[i].Line)
@@ -78,7 +78,7 @@ func TestStoreLoadExpireAndCompact(t *testing.T) {
 	if err := st.SaveIndex("nobody", meta{ID: "nobody", Person: "../x"}); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := loadSessions(st, zerolog.Nop())
+	loaded, err := loadSessions(st, zerolog.Nop(), func(string) *clientevent.Redactor { return nil })
 	if err != nil || len(loaded) != 2 {
 		t.Fatalf("load: %d sessions, %v", len(loaded), err)
 	}

@@ -60,6 +60,9 @@ type Stream struct {
 	open   bool // a turn has started and not ended
 	onNew  func(*Event)
 	onDrop func() // a subscriber was cut off for falling behind
+	// redact takes the server's paths out of an event's body before it is
+	// numbered, kept and sent (nil: nothing to take out).
+	redact *clientevent.Redactor
 }
 
 // NewStream returns an empty stream; onNew (may be nil) sees every event as
@@ -157,13 +160,8 @@ func (s *Stream) publishJSON(v clientevent.Body, beginTurn, terminal bool) *Even
 	defer encoders.Put(e)
 	var body []byte
 	if c, ok := v.(clientevent.CLI); ok && len(c.Event) > 0 {
-		// The CLI's message goes out as the CLI wrote it: it is one JSON
-		// value already (supervisor.DecodeMessage decoded it), and
-		// walking it again to re-encode it was most of a delta's cost.
 		e.buf.Reset()
-		e.buf.WriteString(`{"type":"cli","event":`)
-		e.buf.Write(c.Event)
-		e.buf.WriteByte('}')
+		e.buf.Write(clientevent.AppendCLI(e.buf.AvailableBuffer(), c))
 		body = e.buf.Bytes()
 	} else {
 		var err error
@@ -171,6 +169,9 @@ func (s *Stream) publishJSON(v clientevent.Body, beginTurn, terminal bool) *Even
 			body, _ = clientevent.Marshal(clientevent.Error{Type: "error", Message: "encode event: " + err.Error()})
 		}
 	}
+	// One redaction, here, of every event a client may see: the CLI's
+	// messages, the events made of them and the relay's own.
+	body = s.redact.JSON(body)
 	// newEvent copies body into the line, but a text event keeps it as
 	// its compat line: the encoder's buffer is used again.
 	if v.EventType() == "text" {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/vault"
 )
 
@@ -159,4 +160,33 @@ func excludeFromGit(ctx context.Context, vaultRoot, rel string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// serverPaths are the folders of this server that its clients never see
+// in an event, a history or an error: the vault outside each person's
+// folder (and the repository it is in), the state and configuration
+// directories, the CLI's home and install folder, this binary's folder,
+// the working directory and the temp folders, each as the server and as
+// the CLI's environment name them.
+func serverPaths(vaultRoot, repository, stateDir, configDir, claude string, environ []string, more ...string) clientevent.ServerPaths {
+	getenv := lookup(environ)
+	hidden := []string{repository, stateDir, configDir, getenv("CLAUDE_CONFIG_DIR"), getenv("TMPDIR"), getenv("XDG_RUNTIME_DIR"),
+		os.TempDir(), "/tmp", filepath.Dir(claude)}
+	hidden = append(hidden, more...)
+	if real, err := filepath.EvalSymlinks(claude); err == nil {
+		// The CLI's own files are where the link points (node_modules).
+		hidden = append(hidden, filepath.Dir(real))
+	}
+	if exe, err := os.Executable(); err == nil {
+		hidden = append(hidden, filepath.Dir(exe))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		hidden = append(hidden, wd)
+	}
+	for i, d := range hidden {
+		if abs, err := filepath.Abs(d); d != "" && err == nil {
+			hidden[i] = abs
+		}
+	}
+	return clientevent.ServerPaths{VaultRoot: vaultRoot, Hidden: hidden, Home: getenv("HOME")}
 }

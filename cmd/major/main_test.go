@@ -278,7 +278,8 @@ func TestServeFullStack(t *testing.T) {
 		if len(init.MCPServers) != 1 || init.MCPServers[0].Name != "linkedin" || init.MCPServers[0].Status != "connected" {
 			t.Fatalf("mcp servers %+v", init.MCPServers)
 		}
-		if init.Cwd != filepath.Join(s.env.VaultRoot, "sebastian") {
+		// The person's folder, as clients see it: relative to itself.
+		if init.Cwd != "." {
 			t.Fatalf("cwd %s", init.Cwd)
 		}
 	})

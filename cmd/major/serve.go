@@ -88,7 +88,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err := checkConfigDir(cfg.ConfigDir, cfg.StateDir); err != nil {
 		return err
 	}
-	settings, err := sessionconfig.Open(sessionconfig.Config{Dir: cfg.ConfigDir, Vault: vaultRepository(ctx, vaultRoot),
+	repository := vaultRepository(ctx, vaultRoot)
+	settings, err := sessionconfig.Open(sessionconfig.Config{Dir: cfg.ConfigDir, Vault: repository,
 		Rules: assembly.ConfigRules(), Logger: log})
 	if err != nil {
 		return err
@@ -234,7 +235,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
 		Metered:       gw != nil,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: launcher.EndTurn,
-		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound, Logger: log})
+		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound,
+		ServerPaths: serverPaths(vaultRoot, repository, cfg.StateDir, cfg.ConfigDir, claude, cfg.Environ, install), Logger: log})
 	if err != nil {
 		return err
 	}
