@@ -13,18 +13,18 @@ import (
 
 // The interactive CLI shows first-run screens that the stream-json
 // sessions never see: the onboarding (theme, a connectivity check of the
-// Anthropic API), whether to trust the working folder, and whether to use
-// the ANTHROPIC_API_KEY it finds. The server has already made those choices
-// for its sessions, so before a terminal starts it records the answers in
-// the CLI's own configuration file, as the CLI does when a person answers
-// them: hasCompletedOnboarding, projects[<vault>].hasTrustDialogAccepted,
-// and the key's last 20 characters among customApiKeyResponses.approved.
-// Trusting the vault folder loads nothing from it: the terminal runs with
-// --setting-sources "" like every session.
+// Anthropic API) and whether to trust the working folder. The server has
+// already made those choices for its sessions, so before a terminal starts
+// it records the answers in the CLI's own configuration file, as the CLI
+// does when a person answers them: hasCompletedOnboarding and
+// projects[<vault>].hasTrustDialogAccepted. (It never asks whether to use
+// an API key: the CLI's gateway token is a bearer token, which it uses
+// without asking.) Trusting the vault folder loads nothing from it: the
+// terminal runs with --setting-sources "" like every session.
 
 // configFile is the CLI's configuration file for environment env:
 // $CLAUDE_CONFIG_DIR/.claude.json, else $HOME/.claude.json.
-func configFile(env []string) (string, string) {
+func configFile(env []string) string {
 	get := func(k string) string {
 		v := ""
 		for _, kv := range env {
@@ -34,20 +34,19 @@ func configFile(env []string) (string, string) {
 		}
 		return v
 	}
-	key := get("ANTHROPIC_API_KEY")
 	if dir := get("CLAUDE_CONFIG_DIR"); dir != "" {
-		return filepath.Join(dir, ".claude.json"), key
+		return filepath.Join(dir, ".claude.json")
 	}
 	if home := get("HOME"); home != "" {
-		return filepath.Join(home, ".claude.json"), key
+		return filepath.Join(home, ".claude.json")
 	}
-	return "", key
+	return ""
 }
 
 // firstRunAnswered records the first-run answers for a terminal in dir,
 // changing the file only when one is missing.
 func (m *Manager) firstRunAnswered(env []string, dir string) error {
-	path, key := configFile(env)
+	path := configFile(env)
 	if path == "" {
 		return errors.New("the CLI's configuration file is unknown: neither CLAUDE_CONFIG_DIR nor HOME is set")
 	}
@@ -82,25 +81,6 @@ func (m *Manager) firstRunAnswered(env []string, dir string) error {
 	if project["hasTrustDialogAccepted"] != true {
 		project["hasTrustDialogAccepted"] = true
 		changed = true
-	}
-	if key = strings.TrimSpace(key); key != "" {
-		if len(key) > 20 {
-			key = key[len(key)-20:]
-		}
-		responses, _ := cfg["customApiKeyResponses"].(map[string]any)
-		if responses == nil {
-			responses = map[string]any{"approved": []any{}, "rejected": []any{}}
-			cfg["customApiKeyResponses"] = responses
-		}
-		approved, _ := responses["approved"].([]any)
-		found := false
-		for _, a := range approved {
-			found = found || a == key
-		}
-		if !found {
-			responses["approved"] = append(approved, key)
-			changed = true
-		}
 	}
 	if !changed {
 		return nil

@@ -298,3 +298,56 @@ func BenchmarkResumeFirstText(b *testing.B) {
 	}
 	reportRatio(b, resumed, live, "resumed", "live")
 }
+
+// BenchmarkSandboxNewChat times a new chat's first text with its CLI in
+// a sandbox against the same with --sandbox=off, both started cold for
+// the turn (no process started ahead, so the sandbox's own start shows
+// whole), alternating which goes first.
+func BenchmarkSandboxNewChat(b *testing.B) {
+	on := start(b, "--warm-processes", "0")
+	off := start(b, "--warm-processes", "0", "--sandbox", "off")
+	var boxed, bare []time.Duration
+	turn := func(s *server, into *[]time.Duration) {
+		id, first, _ := s.chatTurn(b, "", "[[say hello]]")
+		*into = append(*into, first)
+		readAll(b, s.req(b, "POST", "/api/claude/clear", `{"session_id":"`+id+`"}`))
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			turn(on, &boxed)
+			turn(off, &bare)
+		} else {
+			turn(off, &bare)
+			turn(on, &boxed)
+		}
+		i++
+	}
+	reportRatio(b, boxed, bare, "sandbox", "nosandbox")
+}
+
+// BenchmarkSandboxFollowUp times a follow-up turn (message to done) of a
+// chat whose CLI runs in a sandbox against the same with --sandbox=off.
+func BenchmarkSandboxFollowUp(b *testing.B) {
+	on := start(b, "--warm-processes", "0")
+	off := start(b, "--warm-processes", "0", "--sandbox", "off")
+	onID, _, _ := on.chatTurn(b, "", "[[say first]]")
+	offID, _, _ := off.chatTurn(b, "", "[[say first]]")
+	var boxed, bare []time.Duration
+	turn := func(s *server, id string, into *[]time.Duration) {
+		_, _, end := s.chatTurn(b, id, "[[say again]]")
+		*into = append(*into, end)
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			turn(on, onID, &boxed)
+			turn(off, offID, &bare)
+		} else {
+			turn(off, offID, &bare)
+			turn(on, onID, &boxed)
+		}
+		i++
+	}
+	reportRatio(b, boxed, bare, "sandbox", "nosandbox")
+}

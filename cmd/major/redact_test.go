@@ -77,6 +77,7 @@ func TestClientsNeverSeeServerPaths(t *testing.T) {
 		"Internal Server Error":    "the model API's error",
 		"API Error":                "the CLI's text of a model API error",
 		"Invalid API key":          "the CLI's text of a refused key",
+		"Not logged in":            "the CLI's text of a refused token",
 		model.Host:                 "the model's address",
 		"/.claude/projects/":       "the CLI's transcripts",
 		"session-config/skills":    "the skill's folder in the state directory",
@@ -160,7 +161,7 @@ func TestClientsNeverSeeServerPaths(t *testing.T) {
 		`"filePath":"notes/x.md"`,          // the Read tool's result in the cli event
 		`"cwd":"."`,                        // the CLI's init message
 		`"path":"[server path]"`,           // the skill's plugin folder there
-		`PROBE-CWD .`,                      // the MCP server ran in the person's folder
+		`PROBE-CWD / PWD /`,                // the MCP server ran in / (never the person's folder)
 		`Access denied: \"[server path]\"`, // the guard's denial of another person's path
 		`"withheld":true`,                  // the CLI's messages about the failed calls
 		`"result":"The model's API answered with an error (HTTP 500); please try again."`,
@@ -173,11 +174,11 @@ func TestClientsNeverSeeServerPaths(t *testing.T) {
 	// The log has what the clients do not, with the session.
 	var logged []string
 	for _, line := range strings.Split(s.logs.String(), "\n") {
-		if strings.Contains(line, id) && (strings.Contains(line, "Internal Server Error") || strings.Contains(line, "Invalid API key")) {
+		if strings.Contains(line, id) && (strings.Contains(line, "Internal Server Error") || strings.Contains(line, "Not logged in")) {
 			logged = append(logged, line)
 		}
 	}
-	if !strings.Contains(strings.Join(logged, "\n"), "Internal Server Error") || !strings.Contains(strings.Join(logged, "\n"), "Invalid API key") {
+	if !strings.Contains(strings.Join(logged, "\n"), "Internal Server Error") || !strings.Contains(strings.Join(logged, "\n"), "Not logged in") {
 		t.Errorf("the log lacks the model API's errors of session %s:\n%s", id, strings.Join(logged, "\n"))
 	}
 }
