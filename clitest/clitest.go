@@ -4,12 +4,14 @@
 package clitest
 
 import (
+	"context"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/majorhq/major/sandbox"
 	"github.com/majorhq/major/scriptedmodel"
 	"github.com/majorhq/major/supervisor"
 )
@@ -73,7 +75,7 @@ func (e *Env) ChildEnv() []string {
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	if p := os.Getenv("MAJOR_CLAUDE"); p != "" {
-		return p
+		return resolved(tb, p)
 	}
 	dir, err := os.Getwd()
 	if err != nil {
@@ -93,5 +95,33 @@ func Binary(tb testing.TB) string {
 	if _, err := os.Stat(bin); err != nil {
 		tb.Fatalf("clitest: the claude CLI is not installed at %s: run `make claude` (scripts/install-claude.sh)", bin)
 	}
-	return bin
+	return resolved(tb, bin)
+}
+
+// resolved is bin with its links followed: the binary a sandbox mounts
+// (with its install) and runs.
+func resolved(tb testing.TB, bin string) string {
+	tb.Helper()
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		tb.Fatalf("clitest: %v", err)
+	}
+	return real
+}
+
+// Sandbox is the command line that runs a CLI of person's in a sandbox,
+// as the server runs it (package sandbox): the person's folder and the
+// test's HOME writable, the CLI's install readable, nothing else of the
+// test's world (the other person's folder, the vault's root).
+func (e *Env) Sandbox(tb testing.TB, person string) []string {
+	tb.Helper()
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Private: []string{e.VaultRoot}})
+	if err != nil {
+		tb.Fatalf("clitest: %v (scripts/install-bubblewrap.sh installs bubblewrap)", err)
+	}
+	install, err := sandbox.InstallDir(e.Binary)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sb.Command(sandbox.Box{Dir: e.Vault(person), Writable: []string{e.Home}, ReadOnly: []string{install}})
 }

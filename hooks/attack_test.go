@@ -60,6 +60,7 @@ func startPermissive(tb testing.TB, env *clitest.Env, person string, h *hooks.Ho
 		ID: "attack", Person: person, Dir: env.Vault(person),
 		Spec: supervisor.Spec{
 			Binary:         env.Binary,
+			Sandbox:        env.Sandbox(tb, person),
 			Env:            env.ChildEnv(),
 			SystemPrompt:   "You are a test assistant.",
 			Tools:          []string{"Read", "Write", "Edit", "NotebookEdit", "mcp__files__save"},

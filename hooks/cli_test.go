@@ -59,17 +59,34 @@ func startSession(tb testing.TB, env *clitest.Env, person, id string, h *hooks.H
 	return startSessionHandled(tb, env, person, id, extraArgs, h.Matchers(), h.Handle)
 }
 
+// startUnsandboxed is startSession with the CLI on the host, outside the
+// sandbox: only for showing what the CLI would do with nothing but its
+// flags between it and the vault.
+func startUnsandboxed(tb testing.TB, env *clitest.Env, person, id string, h *hooks.Hooks, extraArgs []string) (*supervisor.CLI, *clitest.Recorder) {
+	tb.Helper()
+	return startSessionIn(tb, env, person, id, extraArgs, h.Matchers(), h.Handle, nil)
+}
+
 // startSessionHandled is startSession whose hook callbacks (registered by
 // matchers) go to handle.
 func startSessionHandled(tb testing.TB, env *clitest.Env, person, id string, extraArgs []string,
 	matchers map[string][]supervisor.HookMatcher,
 	handle func(context.Context, hooks.Caller, *supervisor.ControlRequest) (json.RawMessage, error)) (*supervisor.CLI, *clitest.Recorder) {
 	tb.Helper()
+	return startSessionIn(tb, env, person, id, extraArgs, matchers, handle, env.Sandbox(tb, person))
+}
+
+// startSessionIn is startSessionHandled in the sandbox box (nil: none).
+func startSessionIn(tb testing.TB, env *clitest.Env, person, id string, extraArgs []string,
+	matchers map[string][]supervisor.HookMatcher,
+	handle func(context.Context, hooks.Caller, *supervisor.ControlRequest) (json.RawMessage, error), box []string) (*supervisor.CLI, *clitest.Recorder) {
+	tb.Helper()
 	rec := clitest.NewRecorder()
 	s := supervisor.NewCLI(supervisor.CLIConfig{
 		ID: id, Person: person, Dir: env.Vault(person),
 		Spec: supervisor.Spec{
 			Binary:         env.Binary,
+			Sandbox:        box,
 			Env:            env.ChildEnv(),
 			SystemPrompt:   "You are a test assistant.",
 			Tools:          []string{"Read", "Write", "Edit", "Glob", "Grep", "WebFetch", "WebSearch", "Skill"},

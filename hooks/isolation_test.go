@@ -48,9 +48,10 @@ func plantConfig(tb testing.TB, env *clitest.Env) string {
 }
 
 // TestIsolationArgs starts the CLI in a vault full of planted configuration,
-// once with IsolationArgs and once without: without them every plant is
-// loaded (so the plants are real), with them none is, while the server's
-// own hooks still run.
+// once with IsolationArgs (in its sandbox, as the server runs it) and once
+// without them and without the sandbox: then every plant is loaded (so the
+// plants are real: some sit outside the person's folder, which the sandbox
+// would hide), with them none is, while the server's own hooks still run.
 func TestIsolationArgs(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -67,7 +68,11 @@ func TestIsolationArgs(t *testing.T) {
 			env := clitest.New(t, nil)
 			markers := plantConfig(t, env)
 			h := newHooks(t, env.VaultRoot, nil)
-			s, rec := startSession(t, env, "sebastian", "iso", h, tc.args)
+			start := startSession
+			if !tc.isolated {
+				start = startUnsandboxed
+			}
+			s, rec := start(t, env, "sebastian", "iso", h, tc.args)
 			// The server's guard must still answer: /etc is refused even
 			// though the planted settings allow it.
 			got := rec.Turn(t, s, `[[tool Read {"file_path":"/etc/hostname"}]]`)

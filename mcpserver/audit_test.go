@@ -34,6 +34,7 @@ func guardedSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, pers
 		ID: "s-" + person, Person: person, Dir: env.Vault(person),
 		Spec: supervisor.Spec{
 			Binary:         env.Binary,
+			Sandbox:        env.Sandbox(tb, person),
 			Env:            env.ChildEnv(),
 			SystemPrompt:   "You are a test assistant.",
 			Tools:          []string{"Read", "Write", "Edit", "Glob", post},
@@ -133,7 +134,9 @@ func activityLogCannotBeForged(t *testing.T, env *clitest.Env, api *linkedintest
 			t.Errorf("%s: reading, the model saw %q", a.name, got)
 		}
 		got := rec.Turn(t, s, toolTurn(a.tool, a.input))
-		if !strings.Contains(got, "Access denied") && !strings.Contains(got, "File has not been read yet") {
+		// The guard denies; or the sandbox, which holds no audit log, makes
+		// the CLI find no file to edit before it asks the guard.
+		if !strings.Contains(got, "Access denied") && !strings.Contains(got, "File has not been read yet") && !strings.Contains(got, "File does not exist") {
 			t.Errorf("%s: the model saw %q", a.name, got)
 		}
 		if now := readFile(t, abs); now != logged {

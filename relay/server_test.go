@@ -85,6 +85,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 			ID: p.ID, Person: p.Person, Dir: env.Vault(p.Person), CLISessionID: p.CLISessionID,
 			Spec: supervisor.Spec{
 				Binary:         env.Binary,
+				Sandbox:        env.Sandbox(tb, p.Person),
 				Env:            childEnv,
 				SystemPrompt:   "You are a test assistant.",
 				Tools:          []string{"Read", "Write", "Edit", "Glob", "Grep", "AskUserQuestion"},
