@@ -51,6 +51,9 @@ type Sandbox struct {
 type Config struct {
 	// Bwrap is the bwrap binary; default "bwrap" on PATH.
 	Bwrap string
+	// PATH is where a Bwrap without a slash is looked for; default the
+	// process's PATH.
+	PATH string
 	// Root is the host's root, for tests of the command line; default "/".
 	Root string
 	// Private are the server's own files and folders (the vault root,
@@ -72,7 +75,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if name == "" {
 		name = "bwrap"
 	}
-	path, err := exec.LookPath(name)
+	path, err := find(name, cfg.PATH)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s not found: %s", ErrUnavailable, name, Install)
 	}
@@ -90,6 +93,21 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// find finds an executable name in the folders of path (the process's
+// PATH if empty); a name with a slash is taken as it is.
+func find(name, path string) (string, error) {
+	if path == "" || strings.ContainsRune(name, '/') {
+		return exec.LookPath(name)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 && filepath.IsAbs(p) {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }
 
 // probe runs `true` in a sandbox.

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,6 +15,8 @@ import (
 	"time"
 
 	"github.com/majorhq/major/clihome"
+	"github.com/majorhq/major/clitest"
+	"github.com/majorhq/major/httpapi/httpapitest"
 	"github.com/majorhq/major/internal/procgroup"
 )
 
@@ -205,4 +212,78 @@ func TestConversationsMoveIntoTheirPersonsHome(t *testing.T) {
 	if _, err := os.Stat(shared); err == nil {
 		t.Error("the conversation is still in the shared home")
 	}
+}
+
+// Without bwrap the server does not start, and says how to install it or
+// how to run without the boundary; with --sandbox=off it starts, /readyz
+// and the log say the vault guard is the only boundary, the CLIs run (on
+// the host, through the gateway all the same), and the terminal, whose
+// shell would be a shell on the server, is refused.
+func TestSandboxOffOrMissing(t *testing.T) {
+	t.Parallel()
+	t.Run("no bwrap", func(t *testing.T) {
+		env := clitest.New(t, nil)
+		dir := t.TempDir()
+		authFile := filepath.Join(dir, "auth.json")
+		writeFile(t, authFile, `{"tokens": {"`+testToken+`": ["sebastian"]}}`)
+		// A PATH with the tools a server needs (git) but no bwrap.
+		bin := filepath.Join(dir, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		git, err := exec.LookPath("git")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(git, filepath.Join(bin, "git")); err != nil {
+			t.Fatal(err)
+		}
+		var logs syncBuffer
+		err = run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--vault-root", env.VaultRoot,
+			"--state-dir", filepath.Join(dir, "state"), "--config-dir", filepath.Join(dir, "config"), "--claude", env.Binary,
+			"--auth-file", authFile}, testEnviron(env, "PATH="+bin), &logs, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "bubblewrap") || !strings.Contains(err.Error(), "--sandbox=off") {
+			t.Fatalf("the server started, or did not say how to fix it: %v", err)
+		}
+	})
+
+	t.Run("off", func(t *testing.T) {
+		s := start(t, "--sandbox", "off")
+		if !strings.Contains(s.logs.String(), "SANDBOX OFF") {
+			t.Error("the log does not say the sandbox is off")
+		}
+		var ready map[string]any
+		_ = json.Unmarshal([]byte(readAll(t, s.req(t, "GET", "/readyz", ""))), &ready)
+		if ready["sandbox"] != "off" || !strings.Contains(fmt.Sprint(ready["warning"]), "vault guard alone") {
+			t.Errorf("/readyz: %v", ready)
+		}
+		id := s.newSessionAs(t, "sebastian")
+		if got := s.chatIn(t, "sebastian", id, "[[say still works]]"); got != "still works" {
+			t.Errorf("a turn without the sandbox: %q", got)
+		}
+		found := 0
+		for _, pid := range procgroup.All() {
+			if !inVault(pid, s.env.VaultRoot) {
+				continue
+			}
+			found++
+			if sandboxed(pid) {
+				t.Errorf("pid %d runs in a sandbox with --sandbox=off", pid)
+			}
+		}
+		if found == 0 {
+			t.Error("no CLI found in the vault")
+		}
+		_, status := httpapitest.DialTerminal(t, s.url, id, testToken, "sebastian")
+		if status != http.StatusServiceUnavailable {
+			t.Errorf("the terminal without the sandbox: %d, want 503", status)
+		}
+	})
+}
+
+// inVault reports whether process pid works in a folder under root (a
+// person's CLI, or a program it started there).
+func inVault(pid int, root string) bool {
+	cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd"))
+	return err == nil && (cwd == root || strings.HasPrefix(cwd, root+"/"))
 }

@@ -110,7 +110,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	var box *sandbox.Sandbox
 	unsandboxed := ""
 	if cfg.Sandbox {
-		box, err = sandbox.New(ctx, sandbox.Config{Private: []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig}})
+		box, err = sandbox.New(ctx, sandbox.Config{PATH: lookup(cfg.Environ)("PATH"), Private: []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig}})
 		if err != nil {
 			return err
 		}
