@@ -52,6 +52,10 @@ type permissionEvent struct {
 	Tool      string          `json:"tool"`
 	Input     json.RawMessage `json:"input"`
 	Reason    string          `json:"reason"`
+	// CanRemember is false for a tool whose every call the person
+	// approves on its own: an answer's remember is ignored for it, so a
+	// client need not offer "for this session".
+	CanRemember bool `json:"can_remember"`
 }
 
 type answeredEvent struct {
@@ -69,9 +73,12 @@ func (e answeredEvent) EventType() string { return e.Type }
 // Answer is a client's reply to a question (Answers) or a permission
 // prompt (Allow, Message, Remember).
 type Answer struct {
-	Answers  map[string]string
-	Allow    bool
-	Message  string
+	Answers map[string]string
+	Allow   bool
+	Message string
+	// Remember applies the answer to the tool's later calls in the
+	// session; it is ignored for the tools the person approves call by
+	// call (AskPolicy.ConfirmInChat).
 	Remember bool
 	// Interrupt denies and stops the turn (an interrupt arrived).
 	Interrupt bool
@@ -248,10 +255,11 @@ type AskPolicy struct {
 	// does not name are allowed (the CLI only asks for tools outside the
 	// allowed set anyway).
 	Ask func(tool string) bool
-	// ConfirmInChat reports whether a tool that needs permission, called
-	// while no client can answer a prompt, is held back as a draft that
-	// the person's next message confirms or declines (see drafts.go);
-	// otherwise it is denied.
+	// ConfirmInChat reports whether a tool publishes for the person:
+	// each of its calls is approved on its own (a remembered answer
+	// never applies to it), and one called while no client can answer a
+	// prompt is held back as a draft that the person's next message
+	// confirms or declines (see drafts.go). Other tools are denied then.
 	ConfirmInChat func(tool string) bool
 }
 
@@ -313,10 +321,13 @@ func (c *Session) askQuestion(ctx context.Context, req *supervisor.ControlReques
 }
 
 func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequest, policy AskPolicy) (supervisor.PermissionResult, error) {
+	// A publishing call is approved for its own content only: "for this
+	// session" would let texts through that the person never saw.
+	oneByOne := policy.ConfirmInChat != nil && policy.ConfirmInChat(req.ToolName)
 	c.asks.mu.Lock()
 	allowed, remembered := c.asks.remembered[req.ToolName]
 	c.asks.mu.Unlock()
-	if remembered {
+	if remembered && !oneByOne {
 		if allowed {
 			return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
 		}
@@ -336,7 +347,8 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 		input = json.RawMessage("{}")
 	}
 	ans, outcome, err := c.wait(ctx, "permission", func(id string) clientevent.Body {
-		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: permissionReason(req)}
+		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: permissionReason(req),
+			CanRemember: !oneByOne}
 	}, policy.Timeout)
 	switch {
 	case err != nil:
@@ -346,7 +358,7 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 	case ans.Interrupt:
 		return supervisor.PermissionResult{Message: ans.Message, Interrupt: true}, nil
 	}
-	if ans.Remember {
+	if ans.Remember && !oneByOne {
 		c.asks.mu.Lock()
 		c.asks.remembered[req.ToolName] = ans.Allow
 		c.asks.mu.Unlock()

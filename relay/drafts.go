@@ -260,11 +260,7 @@ func (c *Session) answerDraft(requestID string, ans Answer) bool {
 	} else {
 		c.drafts.cur = nil
 	}
-	if ans.Remember {
-		c.asks.mu.Lock()
-		c.asks.remembered[d.tool] = ans.Allow
-		c.asks.mu.Unlock()
-	}
+	// Remember is ignored: a draft approves exactly its own content once.
 	c.publishInOrder(ev, nil)
 	return true
 }
