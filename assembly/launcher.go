@@ -266,6 +266,14 @@ func (l *Launcher) Policy() relay.AskPolicy {
 		Timeout:       l.cfg.AskTimeout,
 		Ask:           func(string) bool { return true },
 		ConfirmInChat: func(tool string) bool { return l.publishing[tool] },
+		Describe: func(tool string, input json.RawMessage) string {
+			var args map[string]any
+			_ = json.Unmarshal(input, &args)
+			if what := mcpserver.Describe(strings.TrimPrefix(tool, mcpserver.QualifiedName("")), args); what != "" {
+				return what
+			}
+			return tool
+		},
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -49,6 +50,26 @@ func ToolNames() []string {
 // may deserve a confirmation); the rest only read.
 func PublishingTools() []string {
 	return []string{ToolPost, ToolPostComment, ToolReplyComment}
+}
+
+// Describe names, for the person who approves it, what a publishing call
+// with these arguments would publish ("the LinkedIn post", "the LinkedIn
+// comment on urn:li:activity:1", ...); "" for a tool that does not
+// publish.
+func Describe(tool string, args map[string]any) string {
+	arg := func(name string) string {
+		v, _ := args[name].(string)
+		return strings.TrimSpace(v)
+	}
+	switch tool {
+	case ToolPost:
+		return "the LinkedIn post"
+	case ToolPostComment:
+		return "the LinkedIn comment on " + arg("post_urn")
+	case ToolReplyComment:
+		return "the LinkedIn reply to comment " + arg("comment_urn")
+	}
+	return ""
 }
 
 // QualifiedName is the name the CLI gives a tool of this server, e.g.

@@ -261,6 +261,9 @@ type AskPolicy struct {
 	// prompt is held back as a draft that the person's next message
 	// confirms or declines (see drafts.go). Other tools are denied then.
 	ConfirmInChat func(tool string) bool
+	// Describe names, for the person, what a ConfirmInChat call would
+	// publish (e.g. "the LinkedIn post"); nil: the tool's name.
+	Describe func(tool string, input json.RawMessage) string
 }
 
 // Messages the model sees when nobody can answer.
@@ -269,6 +272,7 @@ const (
 	timeoutQuestion    = "The person did not answer in time. Ask in plain text in your reply instead, or continue without the answer."
 	noClientPermission = "This tool needs the person's approval and no client that can approve is attached, so it was not run. Tell the person what you wanted to do."
 	timeoutPermission  = "The person did not approve this tool in time, so it was not run."
+	afterDraft         = "Not run: this turn ended when the server showed the person a draft, and nothing more runs in it until they answer."
 )
 
 // CanUseTool answers the CLI's can_use_tool requests for this chat:
@@ -278,7 +282,11 @@ func (c *Session) CanUseTool(policy AskPolicy) func(ctx context.Context, req *su
 	if policy.Timeout <= 0 {
 		policy.Timeout = DefaultAskTimeout
 	}
+	c.policy.Store(&policy)
 	return func(ctx context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error) {
+		if c.draftStopping() {
+			return supervisor.PermissionResult{Message: afterDraft}, nil
+		}
 		if req.ToolName == "AskUserQuestion" {
 			return c.askQuestion(ctx, req, policy.Timeout)
 		}
@@ -338,7 +346,7 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 	}
 	if !c.Interactive() {
 		if policy.ConfirmInChat != nil && policy.ConfirmInChat(req.ToolName) {
-			return c.holdDraft(req), nil
+			return c.holdDraft(req, policy), nil
 		}
 		return supervisor.PermissionResult{Message: noClientPermission}, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -244,6 +245,9 @@ type Session struct {
 	cliTurns, endedTurns int
 
 	drafts drafts
+	// policy is the permission policy the CLI's requests are answered
+	// with (CanUseTool), for the drafts' view of the turn.
+	policy atomic.Pointer[AskPolicy]
 	queue  turnQueue
 	// ctx bounds the starts of this chat's turns; dispatch starts one.
 	ctx      context.Context
@@ -361,6 +365,7 @@ func (c *Session) apply(ev supervisor.Event) {
 	var took time.Duration
 	var failed bool
 	if ev.Kind == supervisor.EventTurnEnd {
+		ev = c.endShown(ev)
 		// Questions still open belong to the turn that just ended; the
 		// next turn's may be open already.
 		c.endedTurns = min(c.endedTurns+1, c.cliTurns)
@@ -372,7 +377,7 @@ func (c *Session) apply(ev supervisor.Event) {
 		c.metrics.turnEnded(took, failed, ev.Interrupted)
 	}
 	var started *Event
-	for _, o := range c.tr.Translate(ev) {
+	for _, o := range c.viewDraft(ev, c.tr.Translate(ev)) {
 		e := c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
 		if e != nil {
 			c.observe(e, o.Body)
@@ -824,6 +829,7 @@ func (s *Registry) Clear(id, person string) bool {
 	if err := c.sess.Close(); err != nil {
 		s.log.Warn().Err(err).Str("session", id).Msg("close session")
 	}
+	c.waitDraftStop()
 	c.stream.Close()
 	if c.elog != nil {
 		_ = c.elog.Close()
@@ -953,6 +959,7 @@ func (s *Registry) Close() {
 		go func() {
 			defer wg.Done()
 			_ = c.sess.Close()
+			c.waitDraftStop()
 			c.stream.Close()
 			c.mu.Lock()
 			c.persist()
