@@ -251,10 +251,10 @@ func (c *Session) expire(id, kind, outcome string) {
 type AskPolicy struct {
 	// Timeout for a question or permission to be answered.
 	Timeout time.Duration
-	// Ask reports whether a tool needs the person's permission; tools it
-	// does not name are allowed (the CLI only asks for tools outside the
-	// allowed set anyway).
-	Ask func(tool string) bool
+	// Ask reports whether a call of tool with input needs the person's
+	// permission; calls it does not name are allowed (the CLI only asks
+	// for tools outside the allowed set anyway).
+	Ask func(tool string, input json.RawMessage) bool
 	// ConfirmInChat reports whether a tool publishes for the person:
 	// each of its calls is approved on its own (a remembered answer
 	// never applies to it), and one called while no client can answer a
@@ -264,6 +264,21 @@ type AskPolicy struct {
 	// Describe names, for the person, what a ConfirmInChat call would
 	// publish (e.g. "the LinkedIn post"); nil: the tool's name.
 	Describe func(tool string, input json.RawMessage) string
+	// Warn, when not nil and it returns a text, is a warning about a
+	// ConfirmInChat call for the person who approves it (an identical
+	// publish whose outcome is unknown): on its card and in its draft.
+	Warn func(tool string, input json.RawMessage) string
+	// Approved, when not nil, is told of each ConfirmInChat call the
+	// person approved (on a card or in the chat), just before it runs.
+	Approved func(tool string, input json.RawMessage)
+}
+
+// warning is policy's warning about a call, or "".
+func (p AskPolicy) warning(tool string, input json.RawMessage) string {
+	if p.Warn == nil {
+		return ""
+	}
+	return p.Warn(tool, input)
 }
 
 // Messages the model sees when nobody can answer.
@@ -290,7 +305,7 @@ func (c *Session) CanUseTool(policy AskPolicy) func(ctx context.Context, req *su
 		if req.ToolName == "AskUserQuestion" {
 			return c.askQuestion(ctx, req, policy.Timeout)
 		}
-		if policy.Ask == nil || !policy.Ask(req.ToolName) {
+		if policy.Ask == nil || !policy.Ask(req.ToolName, req.Input) {
 			return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
 		}
 		return c.askPermission(ctx, req, policy)
@@ -341,8 +356,14 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 		}
 		return supervisor.PermissionResult{Message: "The person denied " + req.ToolName + " for this session."}, nil
 	}
+	approved := func() supervisor.PermissionResult {
+		if oneByOne && policy.Approved != nil {
+			policy.Approved(req.ToolName, req.Input)
+		}
+		return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}
+	}
 	if c.takeApproved(req.ToolName, req.Input) {
-		return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
+		return approved(), nil
 	}
 	if !c.Interactive() {
 		if policy.ConfirmInChat != nil && policy.ConfirmInChat(req.ToolName) {
@@ -355,7 +376,11 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 		input = json.RawMessage("{}")
 	}
 	ans, outcome, err := c.wait(ctx, "permission", func(id string) clientevent.Body {
-		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: permissionReason(req),
+		reason := permissionReason(req)
+		if w := policy.warning(req.ToolName, input); w != "" {
+			reason += " " + w
+		}
+		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: reason,
 			CanRemember: !oneByOne}
 	}, policy.Timeout)
 	switch {
@@ -372,7 +397,7 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 		c.asks.mu.Unlock()
 	}
 	if ans.Allow {
-		return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
+		return approved(), nil
 	}
 	msg := ans.Message
 	if msg == "" {

@@ -105,7 +105,7 @@ type draft struct {
 	input string // canonical JSON
 	// toolUseID is the CLI's id of the held-back call.
 	toolUseID string
-	event *Event // nil until published
+	event     *Event // nil until published
 	// n numbers the session's drafts: a message decides this draft only
 	// if the session accepted it after the draft was made.
 	n uint64
@@ -267,6 +267,9 @@ func shownText(policy AskPolicy, tool string, input json.RawMessage) string {
 		}
 	} else {
 		b.WriteString(canonicalInput(input))
+	}
+	if w := policy.warning(tool, input); w != "" {
+		b.WriteString("\n\n" + w)
 	}
 	b.WriteString("\n\nReply \"yes\" to publish it exactly as shown; any other reply cancels it.")
 	return b.String()

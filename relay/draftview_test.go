@@ -80,13 +80,20 @@ func turnOutcome(tb testing.TB, chat *relay.Session) (text, end string) {
 func TestDraftEndsTheTurn(t *testing.T) {
 	t.Parallel()
 	const input = `{"file_path":"/vault/post.md","text":"the shown words"}`
+	// approved counts the calls the policy was told the person approved.
+	var approved atomic.Int32
 	setup := func(t *testing.T) (*relay.Registry, *relay.Session, *relaytest.CLI, *atomic.Int32) {
 		sessions, fakes := relaytest.NewRegistry(t, relay.RegistryConfig{})
 		fakes.Policy = &relay.AskPolicy{
 			Timeout:       time.Minute,
-			Ask:           func(tool string) bool { return tool == "Write" },
+			Ask:           func(tool string, _ json.RawMessage) bool { return tool == "Write" },
 			ConfirmInChat: func(tool string) bool { return tool == "Write" },
 			Describe:      func(string, json.RawMessage) string { return "the note" },
+			Approved: func(tool string, in json.RawMessage) {
+				if tool == "Write" && string(in) == input {
+					approved.Add(1)
+				}
+			},
 		}
 		chat, err := sessions.GetOrCreate("", "sebastian")
 		if err != nil {
@@ -119,6 +126,7 @@ func TestDraftEndsTheTurn(t *testing.T) {
 		return res
 	}
 
+	// Sequential: approved is shared.
 	t.Run("a draft", func(t *testing.T) {
 		_, chat, cli, interrupts := setup(t)
 		cli.Sink.Publish(modelSays(t, "msg_1", map[string]any{"type": "text", "text": "Here it is."}))
@@ -154,6 +162,9 @@ func TestDraftEndsTheTurn(t *testing.T) {
 		if n := interrupts.Load(); n != 1 {
 			t.Fatalf("%d interrupts", n)
 		}
+		if approved.Load() != 0 {
+			t.Fatal("a draft counted as approved")
+		}
 		hist := chat.History()
 		if last := hist[len(hist)-1]; last.Role != "assistant" || last.Content != want {
 			t.Fatalf("history: %+v", hist)
@@ -185,6 +196,9 @@ func TestDraftEndsTheTurn(t *testing.T) {
 		}
 		if err := chat.Answer("permission", id, relay.Answer{Allow: true}); err != nil || !<-allowed {
 			t.Fatalf("allow: %v", err)
+		}
+		if approved.Load() != 1 {
+			t.Fatal("the policy was not told of the approval")
 		}
 		cli.Sink.Publish(toolResultOf(t, "toolu_1", "written"))
 		cli.Reply("")

@@ -34,6 +34,13 @@ type seedEvent struct {
 // interactive flag, and returns the turn's text and session id.
 func seedTurn(tb testing.TB, s *server, form bool, message, session string) (text, id string) {
 	tb.Helper()
+	text, _, id = seedTurnStatus(tb, s, form, message, session)
+	return text, id
+}
+
+// seedTurnStatus is seedTurn that also returns the turn's status lines.
+func seedTurnStatus(tb testing.TB, s *server, form bool, message, session string) (text string, statuses []string, id string) {
+	tb.Helper()
 	var body, ct string
 	if form {
 		v := url.Values{"message": {message}}
@@ -79,7 +86,9 @@ func seedTurn(tb testing.TB, s *server, form bool, message, session string) (tex
 			id = *ev.SessionID
 		case "error":
 			tb.Fatalf("turn %q failed: %s", message, *ev.Message)
-		case "status", "tool", "ping":
+		case "status":
+			statuses = append(statuses, *ev.Message)
+		case "tool", "ping":
 		default:
 			tb.Fatalf("event type a seed client does not know: %s", sc.Text())
 		}
@@ -88,7 +97,7 @@ func seedTurn(tb testing.TB, s *server, form bool, message, session string) (tex
 	if last.Type != "done" {
 		tb.Fatalf("turn %q did not end with done: %+v", message, last)
 	}
-	return text, id
+	return text, statuses, id
 }
 
 // publisher is a model that proposes LinkedIn content and, whatever the

@@ -10,9 +10,10 @@ import (
 
 // shownEnd is how the server's own text of a held-back post ends: the
 // words that would be published, then how to approve them.
-func shownEnd(text string) string {
-	return text + "\n\nReply \"yes\" to publish it exactly as shown; any other reply cancels it."
-}
+func shownEnd(text string) string { return text + "\n\n" + replyYes }
+
+// replyYes is how the server's text of a held-back post ends.
+const replyYes = `Reply "yes" to publish it exactly as shown; any other reply cancels it.`
 
 // lastAnswer is the assistant's last entry in the session's compat
 // history.

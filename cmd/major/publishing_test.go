@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/majorhq/major/linkedin/linkedintest"
+	"github.com/majorhq/major/mcpserver"
 )
 
 // eventLines reads a session's events stream line by line, skipping pings.
@@ -110,6 +115,85 @@ func TestRememberNeverCoversPublishing(t *testing.T) {
 		out, _ := seedTurn(t, s, true, `[[tool mcp__linkedin__linkedin_post {"text":"Fourth, never seen"}]]`, id)
 		if liPosts(s) != before {
 			t.Fatalf("a different post ran on a remembered draft answer: %q", out)
+		}
+	})
+}
+
+// TestUnknownOutcomeIsNotRepeated: LinkedIn applies a post, answers 502
+// and lists it only much later (far later than the client's lookup
+// waits). The post is on LinkedIn once, never twice; the model and the
+// person are told that the outcome is unknown and where to check; an
+// identical post right after is refused at /mcp and asked in the chat,
+// even of a person who publishes without asking, until the person
+// approves it again; a different text goes out as usual.
+func TestUnknownOutcomeIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	s := startModel(t, publisher(nil), "--linkedin-auto-publish", "sebastian")
+	const post = `[[tool mcp__linkedin__linkedin_post {"text":"Maybe published"}]]`
+	const where = "the LinkedIn activity page"
+	maybe := func() int {
+		n := 0
+		for _, p := range s.li.Posts() {
+			if p.Commentary == "Maybe published" {
+				n++
+			}
+		}
+		return n
+	}
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+	var id string
+
+	step("sent once, outcome unknown", func(t *testing.T) {
+		s.li.SetListingLag(30 * time.Second)
+		s.li.Enqueue(linkedintest.Response{Status: http.StatusBadGateway, Apply: true, Method: http.MethodPost})
+		var out string
+		var statuses []string
+		out, statuses, id = seedTurnStatus(t, s, true, post, "")
+		if maybe() != 1 || liPosts(s) != 1 {
+			t.Fatalf("on LinkedIn %d times, sent %d times", maybe(), liPosts(s))
+		}
+		if !strings.Contains(out, "outcome is unknown") || !strings.Contains(out, where) || !strings.Contains(out, "not sent again") {
+			t.Fatalf("the model saw %q", out)
+		}
+		told := false
+		for _, st := range statuses {
+			told = told || strings.Contains(st, "LinkedIn did not confirm whether your post was published. Check "+where)
+		}
+		if !told {
+			t.Fatalf("the person was not told where to check: %q", statuses)
+		}
+	})
+
+	step("an identical post is refused at /mcp", func(t *testing.T) {
+		text, isErr := mcpCall(t, s, "sebastian", mcpserver.ToolPost, map[string]any{"text": "Maybe published"})
+		if !isErr || !strings.Contains(text, "refused: an identical post") || liPosts(s) != 1 {
+			t.Fatalf("isError=%v %q, sent %d times", isErr, text, liPosts(s))
+		}
+	})
+
+	step("an identical post in the chat is asked", func(t *testing.T) {
+		out, _ := seedTurn(t, s, true, post, id)
+		if liPosts(s) != 1 || !strings.Contains(out, "Careful: an identical post was sent at") || !strings.HasSuffix(out, replyYes) {
+			t.Fatalf("sent %d times; the client saw %q", liPosts(s), out)
+		}
+	})
+
+	step("a different text goes out", func(t *testing.T) {
+		out, _ := seedTurn(t, s, true, `[[tool mcp__linkedin__linkedin_post {"text":"Something else"}]]`, id)
+		if liPosts(s) != 2 || !strings.Contains(out, "Posted to LinkedIn") {
+			t.Fatalf("sent %d times; the model saw %q", liPosts(s), out)
+		}
+	})
+
+	step("approved again, the identical post goes out once", func(t *testing.T) {
+		seedTurn(t, s, true, post, id)
+		out, _ := seedTurn(t, s, false, "yes", id)
+		if liPosts(s) != 3 || maybe() != 2 || !strings.Contains(out, "Posted to LinkedIn") {
+			t.Fatalf("sent %d times, on LinkedIn %d times; the model saw %q", liPosts(s), maybe(), out)
 		}
 	})
 }
