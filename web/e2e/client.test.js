@@ -306,7 +306,7 @@ describe('web client', () => {
       message: `[[tool mcp__linkedin__linkedin_post {"text":"${text}"}]]`, session_id: created.id,
     });
     const answer = await (await fetch(stack.url + '/api/claude/chat-stream', { method: 'POST', headers, body })).text();
-    assert.match(answer, /confirm/, 'the model is told to ask the person');
+    assert.match(answer, /Nothing is published yet\. This is the LinkedIn post, word for word:/, 'the server shows the draft and asks');
     await page.reload();
     // The press and the release come apart while the replay of the chat
     // open before redraws the list, as a person's click may: it still
