@@ -335,7 +335,10 @@ func (c *Client) createComment(ctx context.Context, acct Account, thread, parent
 	var w wireComment
 	if len(bytes.TrimSpace(resp.body)) > 0 {
 		if err := json.Unmarshal(resp.body, &w); err != nil {
-			return "", fmt.Errorf("decode answer: %w", err)
+			// The comment is live: an answer we cannot read must not read
+			// as a failure (that invites sending it again).
+			c.log.Warn().Err(err).Str("thread", thread).Msg("linkedin created a comment but its answer does not decode")
+			w = wireComment{}
 		}
 	}
 	if w.ID == "" {

@@ -145,17 +145,14 @@ func (s *Server) result(ctx context.Context, tool, person string, text string, e
 	return mcp.NewToolResultError("Error: " + err.Error() + ". " + hint(err)), nil
 }
 
-// hint tells the model what to make of a LinkedIn failure.
+// hint tells the model what to make of a LinkedIn failure. A publish
+// whose outcome is unknown never gets here (publish says what to do).
 func hint(err error) string {
-	if errors.Is(err, linkedin.ErrOutcomeUnknown) {
-		return "LinkedIn may or may not have published it, and checking failed. Do not try again until the person has looked at LinkedIn."
-	}
-	if errors.Is(err, linkedin.ErrNoID) {
-		return "LinkedIn accepted the request but did not say what it created; check LinkedIn before trying again, it may be published."
-	}
 	var apiErr *linkedin.APIError
 	if !errors.As(err, &apiErr) {
-		return "The connection to LinkedIn failed. A post, comment or reply may still have gone through: check LinkedIn before trying again."
+		// A create that may have gone out is an unknown outcome, handled
+		// before: what gets here never reached LinkedIn.
+		return "LinkedIn could not be reached. Try again later."
 	}
 	switch s := apiErr.Status; {
 	case s == 401:

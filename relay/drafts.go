@@ -219,20 +219,26 @@ func (c *Session) holdDraft(req *supervisor.ControlRequest, policy AskPolicy) su
 		c.drafts.mu.Unlock()
 	})
 	c.mu.Unlock()
-	return supervisor.PermissionResult{Message: draftMessage(req.ToolName, input)}
+	return supervisor.PermissionResult{Message: draftMessage(req.ToolName, input, d.toolUseID != "")}
 }
 
-// draftMessage tells the model what became of a held-back call.
-func draftMessage(tool string, input json.RawMessage) string {
+// draftMessage tells the model what became of a held-back call: that the
+// server showed it to the person and ends the turn, or, for a call
+// without an id to end the turn at (never from the CLI), that the model
+// must show it.
+func draftMessage(tool string, input json.RawMessage, shown bool) string {
 	var fields map[string]any
 	_ = json.Unmarshal(input, &fields)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Not published yet: %s needs the person's confirmation. The server has shown the person the exact "+
-		"content below and asked them to reply \"yes\" to publish it, and it ends this turn here (the conversation "+
-		"records that as an interruption by the user), so add nothing now. Only the person's next message can confirm it. "+
-		"If it does, call %s again with exactly the same input and it will run once; any other reply cancels it, "+
-		"and a changed text needs a new confirmation.",
-		tool, tool)
+	fmt.Fprintf(&b, "Not published yet: %s needs the person's confirmation. ", tool)
+	if shown {
+		b.WriteString("The server has shown the person the exact content below and asked them to reply \"yes\" to publish it, " +
+			"and it ends this turn here (the conversation records that as an interruption by the user), so add nothing now. ")
+	} else {
+		b.WriteString("Show the person the exact content below, word for word, and ask them to reply \"yes\" to publish it. ")
+	}
+	fmt.Fprintf(&b, "Only the person's next message can confirm it. If it does, call %s again with exactly the same input "+
+		"and it will run once; any other reply cancels it, and a changed text needs a new confirmation.", tool)
 	if text, ok := fields["text"].(string); ok {
 		b.WriteString("\n\nText:\n")
 		b.WriteString(text)
