@@ -204,8 +204,8 @@ func (c *Session) holdDraft(req *supervisor.ControlRequest, policy AskPolicy) su
 		c.publishInOrder(draftAnsweredEvent{Type: "draft_answered", RequestID: old.id, Outcome: "expired", Reason: "replaced"}, nil)
 	}
 	c.drafts.cur = d
-	c.drafts.stopping = true
 	if d.toolUseID != "" {
+		c.drafts.stopping = true
 		if c.drafts.shown == nil {
 			c.drafts.shown = map[string]*shownDraft{}
 		}
