@@ -107,10 +107,16 @@ type Hooks interface {
 
 var _ Hooks = (*hooks.Hooks)(nil)
 
-// MCP answers the messages of the SDK MCP server a session hosts.
-// *mcpserver.Server satisfies it.
+// MCP answers the messages of the SDK MCP server a session hosts, and
+// takes part in approving what it publishes: the person's approval of a
+// call (Approve), and the warning about an identical publish whose
+// outcome LinkedIn left open (Warning, "" for none; such a repeat is
+// asked even of a person who publishes without asking). Tools are named
+// as the server names them. *mcpserver.Server satisfies it.
 type MCP interface {
 	HandleMessage(ctx context.Context, person string, msg json.RawMessage) (json.RawMessage, error)
+	Approve(person, tool string, args json.RawMessage)
+	Warning(person, tool string, args json.RawMessage) string
 }
 
 var _ MCP = (*mcpserver.Server)(nil)
@@ -214,8 +220,10 @@ func (l *Launcher) Dir(person string) string { return filepath.Join(l.cfg.VaultR
 // Spec is the CLI specification of person's sessions: the seed's tools
 // plus AskUserQuestion and ExitPlanMode (in plan mode, the plan the person
 // approves), the file and web tools allowed, the LinkedIn tools
-// allowed except the publishing ones (unless the person auto-publishes),
-// the hooks, the SDK MCP server and the isolation flags; then what the
+// allowed except the publishing ones (the session's Policy lets those of
+// a person who auto-publishes through, all but a repeat of one whose
+// outcome is unknown), the hooks, the SDK MCP server and the isolation
+// flags; then what the
 // configuration changes: tools taken away, added or allowed, more MCP
 // servers, skills, a prompt section, the model.
 func (l *Launcher) Spec(person string) supervisor.Spec {
@@ -231,7 +239,7 @@ func (l *Launcher) Spec(person string) supervisor.Spec {
 	tools := keep(append(append(append(FileTools(), WebTools()...), "AskUserQuestion", "ExitPlanMode"), linkedIn...))
 	allowed := keep(append(FileTools(), WebTools()...))
 	for _, t := range linkedIn {
-		if !l.publishing[t] || l.autoPublish(person, conf) {
+		if !l.publishing[t] {
 			allowed = append(allowed, t)
 		}
 	}
@@ -357,14 +365,37 @@ func (l *Launcher) autoPublish(person string, conf config.Person) bool {
 	return l.cfg.AutoPublish[person]
 }
 
-// Policy is how a session treats the tools the CLI asks about (only those
-// outside the allowed set): the person decides each, on a card or, for a
-// publishing tool, in the chat itself.
-func (l *Launcher) Policy() relay.AskPolicy {
+// Policy is how person's sessions treat the tools the CLI asks about
+// (only those outside the allowed set): the person decides each, on a card
+// or, for a publishing tool, in the chat itself, except the posts,
+// comments and replies of a person who auto-publishes: those run, unless
+// an identical one's outcome is unknown. Each approved publishing call is
+// handed to the MCP server, which refuses such a repeat without it.
+func (l *Launcher) Policy(person string) relay.AskPolicy {
+	unqualified := func(tool string) string { return strings.TrimPrefix(tool, mcpserver.QualifiedName("")) }
 	return relay.AskPolicy{
-		Timeout:       l.cfg.AskTimeout,
-		Ask:           func(string) bool { return true },
+		Timeout: l.cfg.AskTimeout,
+		Ask: func(tool string, input json.RawMessage) bool {
+			if l.publishing[tool] && l.AutoPublish(person) {
+				return l.cfg.MCP.Warning(person, unqualified(tool), input) != ""
+			}
+			return true
+		},
 		ConfirmInChat: func(tool string) bool { return l.publishing[tool] },
+		Describe: func(tool string, input json.RawMessage) string {
+			var args map[string]any
+			_ = json.Unmarshal(input, &args)
+			if what := mcpserver.Describe(unqualified(tool), args); what != "" {
+				return what
+			}
+			return tool
+		},
+		Warn: func(tool string, input json.RawMessage) string {
+			return l.cfg.MCP.Warning(person, unqualified(tool), input)
+		},
+		Approved: func(tool string, input json.RawMessage) {
+			l.cfg.MCP.Approve(person, unqualified(tool), input)
+		},
 	}
 }
 
@@ -380,11 +411,16 @@ func (l *Launcher) EndTurn(ctx context.Context, person, sessionID string) string
 	return ""
 }
 
-// mcp answers the messages of the SDK MCP server of person's sessions.
-func (l *Launcher) mcp(person string) func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error) {
+// mcp answers the messages of the SDK MCP server of person's sessions;
+// notice, when not nil, tells the session's clients what they must know
+// of a tool call (an unknown outcome).
+func (l *Launcher) mcp(person string, notice func(string)) func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error) {
 	return func(ctx context.Context, server string, msg json.RawMessage) (json.RawMessage, error) {
 		if server != mcpserver.ServerName {
 			return nil, fmt.Errorf("no MCP server named %q", server)
+		}
+		if notice != nil {
+			ctx = mcpserver.WithNotice(ctx, notice)
 		}
 		return l.cfg.MCP.HandleMessage(ctx, person, msg)
 	}
@@ -396,7 +432,7 @@ func (l *Launcher) mcp(person string) func(ctx context.Context, server string, m
 // gets them once a session takes it.
 func (l *Launcher) Warm(person string) supervisor.WarmLaunch {
 	return supervisor.WarmLaunch{Dir: l.Dir(person), Spec: l.Spec(person),
-		Handlers: supervisor.Handlers{MCPMessage: l.mcp(person)}}
+		Handlers: supervisor.Handlers{MCPMessage: l.mcp(person, nil)}}
 }
 
 // Limits are person's limits, for the relay: each one their
@@ -452,7 +488,7 @@ func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		l.log.Error().Err(err).Str("dir", dir).Msg("create the person's vault folder")
 	}
-	policy := l.Policy()
+	policy := l.Policy(p.Person)
 	settings := p.Settings
 	if settings.PermissionMode == "" {
 		settings.PermissionMode = PermissionMode
@@ -472,7 +508,7 @@ func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
 				HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {
 					return l.cfg.Hooks.Handle(ctx, s, req)
 				},
-				MCPMessage: l.mcp(p.Person),
+				MCPMessage: l.mcp(p.Person, s.Notice),
 			}
 		},
 		Sink:         p.Sink,

@@ -139,8 +139,9 @@ var ErrNoID = errors.New("linkedin answered without the id of the created entity
 
 // ErrOutcomeUnknown means a create got an answer that leaves open whether
 // LinkedIn applied it (a gateway error, a timeout, a connection lost after
-// the request went out), and looking for the result failed too: it may be
-// live. It is never sent again blindly.
+// the request went out), and looking for the result did not find it: it
+// may be live all the same, since LinkedIn lists what it applied only
+// after a while. It is never sent again.
 var ErrOutcomeUnknown = errors.New("outcome unknown")
 
 // APIError is a non-success answer from LinkedIn.
@@ -334,7 +335,10 @@ func (c *Client) createComment(ctx context.Context, acct Account, thread, parent
 	var w wireComment
 	if len(bytes.TrimSpace(resp.body)) > 0 {
 		if err := json.Unmarshal(resp.body, &w); err != nil {
-			return "", fmt.Errorf("decode answer: %w", err)
+			// The comment is live: an answer we cannot read must not read
+			// as a failure (that invites sending it again).
+			c.log.Warn().Err(err).Str("thread", thread).Msg("linkedin created a comment but its answer does not decode")
+			w = wireComment{}
 		}
 	}
 	if w.ID == "" {
@@ -488,12 +492,13 @@ type finder func(ctx context.Context, since time.Time) (string, error)
 
 // create sends a create (POST) so that it is applied at most once. 429 and
 // failures before the request went out prove nothing was applied and are
-// retried as do retries. After an ambiguous answer (a 5xx, a timeout, a
-// connection lost after sending) find looks for the result: found, it is
-// the answer; proven absent, the request is sent once more (and a second
-// ambiguous answer is looked up again, never resent); a lookup that fails
-// gives ErrOutcomeUnknown. The answer is either a success response or the
-// URN the lookup found.
+// retried as do retries. An ambiguous answer (a 5xx, a timeout, a
+// connection lost after sending) is never sent again: LinkedIn may have
+// applied it and list it only seconds later, so not finding it proves
+// nothing. find looks for it once: found, that is the answer (proof that
+// it was applied); not found, or the lookup failed, the error is
+// ErrOutcomeUnknown. The answer is either a success response or the URN
+// the lookup found.
 func (c *Client) create(ctx context.Context, acct Account, path string, body any, find finder) (*response, string, error) {
 	if strings.TrimSpace(acct.AccessToken) == "" {
 		return nil, "", errors.New("no access token")
@@ -505,7 +510,6 @@ func (c *Client) create(ctx context.Context, acct Account, path string, body any
 	ctx, cancel := context.WithTimeout(ctx, c.maxElapsed)
 	defer cancel()
 	since := time.Now().Add(-lookupSkew)
-	resent := false
 	for attempt := 1; ; attempt++ {
 		resp, sent, err := c.once(ctx, acct, http.MethodPost, path, payload)
 		var wait time.Duration
@@ -532,12 +536,9 @@ func (c *Client) create(ctx context.Context, acct Account, path string, body any
 			case urn != "":
 				c.log.Info().Str("path", path).Str("urn", urn).AnErr("answer", err).Msg("linkedin applied the create despite the error")
 				return nil, urn, nil
-			case resent:
-				return nil, "", err
 			}
-			c.log.Warn().Err(err).Str("path", path).Msg("linkedin did not apply the create; sending it once more")
-			resent = true
-			continue
+			c.log.Warn().Err(err).Str("path", path).Msg("linkedin's answer left open whether the create was applied; not sending it again")
+			return nil, "", fmt.Errorf("%w: LinkedIn answered %v, and it does not list the result yet (it may list it later); check LinkedIn before trying again", ErrOutcomeUnknown, err)
 		}
 		if wait <= 0 {
 			wait = c.backoffFor(attempt)

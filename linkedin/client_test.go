@@ -412,19 +412,43 @@ func TestCommentsAndReplies(t *testing.T) {
 	}
 }
 
+// TestCommentURNFromHeaderOnly: some versions answer a create with an
+// empty body and only the id in x-restli-id; the URN is then built from
+// the post and that id. A body that does not decode is treated alike: the
+// comment was created, so it is never reported as a plain failure.
 func TestCommentURNFromHeaderOnly(t *testing.T) {
 	t.Parallel()
-	// Some versions answer a create with an empty body and only the id in
-	// x-restli-id; the URN is then built from the post and that id.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("x-restli-id", "98765")
-		w.WriteHeader(http.StatusCreated)
-	}))
-	t.Cleanup(srv.Close)
-	c := linkedin.New(linkedin.Config{BaseURL: srv.URL})
-	urn, err := c.CreateComment(context.Background(), seb, "urn:li:activity:1", "x")
-	if err != nil || urn != "urn:li:comment:(urn:li:activity:1,98765)" {
-		t.Fatalf("urn=%q err=%v", urn, err)
+	for _, tc := range []struct {
+		name, body, id string
+		want           string
+		wantNoID       bool
+	}{
+		{name: "empty body", id: "98765", want: "urn:li:comment:(urn:li:activity:1,98765)"},
+		{name: "body that does not decode", body: "<html>created</html>", id: "98765", want: "urn:li:comment:(urn:li:activity:1,98765)"},
+		{name: "neither", body: "<html>created</html>", wantNoID: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.id != "" {
+					w.Header().Set("x-restli-id", tc.id)
+				}
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			t.Cleanup(srv.Close)
+			c := linkedin.New(linkedin.Config{BaseURL: srv.URL})
+			urn, err := c.CreateComment(context.Background(), seb, "urn:li:activity:1", "x")
+			if tc.wantNoID {
+				if !errors.Is(err, linkedin.ErrNoID) {
+					t.Fatalf("urn=%q err=%v, want ErrNoID", urn, err)
+				}
+				return
+			}
+			if err != nil || urn != tc.want {
+				t.Fatalf("urn=%q err=%v", urn, err)
+			}
+		})
 	}
 }
 

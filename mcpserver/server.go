@@ -10,7 +10,9 @@
 //
 // It does not decide whether a publishing call may run in a chat (the
 // session's permission policy does, before the call reaches it), and it
-// writes its activity log only through the Appender it is given.
+// writes its activity log only through the Appender it is given. It does
+// refuse, everywhere, an identical repeat of a publish whose outcome
+// LinkedIn left open, unless the person approved that repeat (Approve).
 package mcpserver
 
 import (
@@ -19,6 +21,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -49,6 +53,26 @@ func ToolNames() []string {
 // may deserve a confirmation); the rest only read.
 func PublishingTools() []string {
 	return []string{ToolPost, ToolPostComment, ToolReplyComment}
+}
+
+// Describe names, for the person who approves it, what a publishing call
+// with these arguments would publish ("the LinkedIn post", "the LinkedIn
+// comment on urn:li:activity:1", ...); "" for a tool that does not
+// publish.
+func Describe(tool string, args map[string]any) string {
+	arg := func(name string) string {
+		v, _ := args[name].(string)
+		return strings.TrimSpace(v)
+	}
+	switch tool {
+	case ToolPost:
+		return "the LinkedIn post"
+	case ToolPostComment:
+		return "the LinkedIn comment on " + arg("post_urn")
+	case ToolReplyComment:
+		return "the LinkedIn reply to comment " + arg("comment_urn")
+	}
+	return ""
 }
 
 // QualifiedName is the name the CLI gives a tool of this server, e.g.
@@ -91,6 +115,9 @@ type Config struct {
 	// (HTTPHandler) nobody is there to approve, so the publishing tools
 	// run there only for these persons; reading works for everyone.
 	AutoPublish func(person string) bool
+	// Unconfirmed is the record of publishes whose outcome LinkedIn left
+	// open (see OpenUnconfirmed); nil keeps one in memory only.
+	Unconfirmed *Unconfirmed
 	// LogTimeout bounds writing and committing one log entry; default 60s.
 	// It runs even when the tool call was cancelled, because the post
 	// already happened.
@@ -105,13 +132,16 @@ type Config struct {
 
 // Server is the LinkedIn MCP server. It is safe for concurrent use.
 type Server struct {
-	li       LinkedIn
-	accounts linkedin.Accounts
-	auto     func(person string) bool
-	log      zerolog.Logger
-	activity *activityLog
-	mcp      *server.MCPServer
-	http     *server.StreamableHTTPServer
+	li          LinkedIn
+	accounts    linkedin.Accounts
+	auto        func(person string) bool
+	log         zerolog.Logger
+	activity    *activityLog
+	unconfirmed *Unconfirmed
+	approvals   *approvals
+	now         func() time.Time
+	mcp         *server.MCPServer
+	http        *server.StreamableHTTPServer
 }
 
 // New builds the server and its tools.
@@ -135,11 +165,18 @@ func New(cfg Config) *Server {
 	if auto == nil {
 		auto = func(string) bool { return false }
 	}
+	unconfirmed := cfg.Unconfirmed
+	if unconfirmed == nil {
+		unconfirmed, _ = OpenUnconfirmed("", cfg.Now)
+	}
 	s := &Server{
-		li:       cfg.LinkedIn,
-		accounts: accts,
-		auto:     auto,
-		log:      cfg.Logger.With().Str("component", "mcpserver").Logger(),
+		li:          cfg.LinkedIn,
+		accounts:    accts,
+		auto:        auto,
+		log:         cfg.Logger.With().Str("component", "mcpserver").Logger(),
+		unconfirmed: unconfirmed,
+		approvals:   &approvals{now: cfg.Now, at: map[unconfirmedKey]time.Time{}},
+		now:         cfg.Now,
 	}
 	s.activity = &activityLog{log: cfg.ActivityLog, now: cfg.Now, timeout: cfg.LogTimeout}
 	s.mcp = server.NewMCPServer(ServerName, cfg.Version,
@@ -194,6 +231,64 @@ func (s *Server) HandleMessage(ctx context.Context, person string, msg json.RawM
 // fails. The publishing tools run here only for the persons in
 // Config.AutoPublish: an HTTP client has no way to ask the person.
 func (s *Server) HTTPHandler() http.Handler { return s.http }
+
+// Approve records that person approved one call of a publishing tool
+// (tool as the server names it) with exactly these arguments, on a card or
+// in the chat: the next such call from a chat session may repeat a
+// publish whose outcome was unknown. The approval is good for one call,
+// within a few minutes; an HTTP call never uses it.
+func (s *Server) Approve(person, tool string, args json.RawMessage) {
+	if !slices.Contains(PublishingTools(), tool) {
+		return
+	}
+	var m map[string]any
+	_ = json.Unmarshal(args, &m)
+	s.approvals.add(person, publishKey(tool, m))
+}
+
+// Unconfirmed reports when an identical publish of person's (same tool,
+// target and text) was sent without LinkedIn confirming whether it was
+// published, if that was within RepeatWindow: such a call is refused
+// unless the person approves it again.
+func (s *Server) Unconfirmed(person, tool string, args json.RawMessage) (time.Time, bool) {
+	if !slices.Contains(PublishingTools(), tool) {
+		return time.Time{}, false
+	}
+	var m map[string]any
+	_ = json.Unmarshal(args, &m)
+	return s.unconfirmed.since(person, publishKey(tool, m))
+}
+
+// Warning is what the person should know before approving a publishing
+// call: that an identical one was sent at a given time and LinkedIn never
+// confirmed whether it was published, and where to look; "" when none
+// was, within RepeatWindow.
+func (s *Server) Warning(person, tool string, args json.RawMessage) string {
+	at, ok := s.Unconfirmed(person, tool, args)
+	if !ok {
+		return ""
+	}
+	var m map[string]any
+	_ = json.Unmarshal(args, &m)
+	what, where := publishing(tool, m)
+	return fmt.Sprintf("Careful: an identical %s was sent at %s and LinkedIn never confirmed whether it was published, so it may be live already: check %s first.",
+		what, at.UTC().Format("2006-01-02 15:04 MST"), where)
+}
+
+type noticeKey struct{}
+
+// WithNotice returns ctx carrying notice, which tells the person (the
+// clients of the session the call came from) what they must know about a
+// tool call whatever the model makes of it: that a publish's outcome is
+// unknown and where to check.
+func WithNotice(ctx context.Context, notice func(text string)) context.Context {
+	return context.WithValue(ctx, noticeKey{}, notice)
+}
+
+func noticeFrom(ctx context.Context) func(string) {
+	n, _ := ctx.Value(noticeKey{}).(func(string))
+	return n
+}
 
 func personFromRequest(ctx context.Context, r *http.Request) context.Context {
 	ctx = context.WithValue(ctx, overHTTPKey{}, true)

@@ -145,17 +145,14 @@ func (s *Server) result(ctx context.Context, tool, person string, text string, e
 	return mcp.NewToolResultError("Error: " + err.Error() + ". " + hint(err)), nil
 }
 
-// hint tells the model what to make of a LinkedIn failure.
+// hint tells the model what to make of a LinkedIn failure. A publish
+// whose outcome is unknown never gets here (publish says what to do).
 func hint(err error) string {
-	if errors.Is(err, linkedin.ErrOutcomeUnknown) {
-		return "LinkedIn may or may not have published it, and checking failed. Do not try again until the person has looked at LinkedIn."
-	}
-	if errors.Is(err, linkedin.ErrNoID) {
-		return "LinkedIn accepted the request but did not say what it created; check LinkedIn before trying again, it may be published."
-	}
 	var apiErr *linkedin.APIError
 	if !errors.As(err, &apiErr) {
-		return "The connection to LinkedIn failed. A post, comment or reply may still have gone through: check LinkedIn before trying again."
+		// A create that may have gone out is an unknown outcome, handled
+		// before: what gets here never reached LinkedIn.
+		return "LinkedIn could not be reached. Try again later."
 	}
 	switch s := apiErr.Status; {
 	case s == 401:
@@ -210,17 +207,86 @@ func (s *Server) do(ctx context.Context, tool string, act func(person string, ac
 	return s.result(ctx, tool, person, text, err)
 }
 
+// publishing is what a publishing call makes ("post", "comment",
+// "reply") and where on LinkedIn the person can see it.
+func publishing(tool string, args map[string]any) (what, where string) {
+	arg := func(name string) string {
+		v, _ := args[name].(string)
+		return strings.TrimSpace(v)
+	}
+	page := "https://www.linkedin.com/feed/update/" + arg("post_urn") + "/"
+	switch tool {
+	case ToolPostComment:
+		return "comment", "the comments under " + page
+	case ToolReplyComment:
+		return "reply", "the replies to " + arg("comment_urn") + " under " + page
+	}
+	return "post", "the LinkedIn activity page (Me → Posts & Activity on linkedin.com)"
+}
+
+// publish sends one post, comment or reply (create) at most once in
+// RepeatWindow unless the person approves it again: an identical publish
+// whose outcome LinkedIn left open is refused, unless this call is one
+// the person approved in a chat (never over HTTP). An outcome that stays
+// unknown is recorded, logged, and told to the model and the person,
+// with where to check. e describes the publish for the activity log.
+func (s *Server) publish(ctx context.Context, tool, person string, req mcp.CallToolRequest, e entry, create func() (string, error)) (string, error) {
+	key := publishKey(tool, req.GetArguments())
+	_, where := publishing(tool, req.GetArguments())
+	approved := !overHTTP(ctx) && s.approvals.take(person, key)
+	if at, ok := s.unconfirmed.since(person, key); ok && !approved {
+		how := "approves this very " + e.action + " again, on a card or in the chat"
+		if overHTTP(ctx) {
+			how = "approves it again in a chat session (it cannot be approved from /mcp)"
+		}
+		return "", failf("refused: an identical %s was sent at %s and LinkedIn never confirmed whether it was published, so it is not sent again until %s unless the person %s. It may be live already: ask the person to check %s.",
+			e.action, at.UTC().Format("2006-01-02 15:04 MST"), at.Add(RepeatWindow).UTC().Format("2006-01-02 15:04 MST"), how, where)
+	}
+	sent := s.now()
+	urn, err := create()
+	if err == nil {
+		if err := s.unconfirmed.remove(person, key); err != nil {
+			s.log.Error().Err(err).Str("person", person).Msg("unconfirmed publishes not saved")
+		}
+		return urn, nil
+	}
+	if !errors.Is(err, linkedin.ErrOutcomeUnknown) && !errors.Is(err, linkedin.ErrNoID) {
+		return "", err
+	}
+	// Recorded before anyone hears of it: the model's next call may be
+	// the identical one.
+	saved := ""
+	if serr := s.unconfirmed.add(person, key, sent); serr != nil {
+		s.log.Error().Err(serr).Str("person", person).Msg("unconfirmed publishes not saved")
+		saved = " (The server could not save this on disk; a restart would forget it.)"
+	}
+	e.urn = "(outcome unknown)"
+	if lerr := s.activity.record(ctx, person, e); lerr != nil {
+		s.log.Error().Err(lerr).Str("person", person).Msg("activity log failed")
+	}
+	if notice := noticeFrom(ctx); notice != nil {
+		notice(fmt.Sprintf("LinkedIn did not confirm whether your %s was published. Check %s before sending it again.", e.action, where))
+	}
+	s.log.Warn().Err(err).Str("tool", tool).Str("person", person).Msg("linkedin publish outcome unknown")
+	return "", failf("the outcome is unknown (%v). LinkedIn may or may not have published this %s, and it was not sent again. Tell the person to check %s. "+
+		"Do not publish it again: an identical %s is refused for %d hours unless the person approves it again.%s",
+		err, e.action, where, e.action, int(RepeatWindow.Hours()), saved)
+}
+
 func (s *Server) post(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	return s.do(ctx, ToolPost, func(person string, acct linkedin.Account) (string, error) {
 		body, err := textArg(req, "text", linkedin.MaxPostLength)
 		if err != nil {
 			return "", err
 		}
-		urn, err := s.li.CreatePost(ctx, acct, body)
+		e := entry{action: "post", text: body}
+		urn, err := s.publish(ctx, ToolPost, person, req, e,
+			func() (string, error) { return s.li.CreatePost(ctx, acct, body) })
 		if err != nil {
 			return "", err
 		}
-		return s.logged(ctx, person, "Posted to LinkedIn: "+urn, entry{action: "post", urn: urn, text: body}), nil
+		e.urn = urn
+		return s.logged(ctx, person, "Posted to LinkedIn: "+urn, e), nil
 	})
 }
 
@@ -234,11 +300,14 @@ func (s *Server) postComment(ctx context.Context, req mcp.CallToolRequest) (*mcp
 		if err != nil {
 			return "", err
 		}
-		urn, err := s.li.CreateComment(ctx, acct, post, body)
+		e := entry{action: "comment", target: post, text: body}
+		urn, err := s.publish(ctx, ToolPostComment, person, req, e,
+			func() (string, error) { return s.li.CreateComment(ctx, acct, post, body) })
 		if err != nil {
 			return "", err
 		}
-		return s.logged(ctx, person, "Comment posted: "+urn, entry{action: "comment", urn: urn, target: post, text: body}), nil
+		e.urn = urn
+		return s.logged(ctx, person, "Comment posted: "+urn, e), nil
 	})
 }
 
@@ -256,11 +325,14 @@ func (s *Server) replyComment(ctx context.Context, req mcp.CallToolRequest) (*mc
 		if err != nil {
 			return "", err
 		}
-		urn, err := s.li.ReplyToComment(ctx, acct, post, parent, body)
+		e := entry{action: "reply", target: parent, text: body}
+		urn, err := s.publish(ctx, ToolReplyComment, person, req, e,
+			func() (string, error) { return s.li.ReplyToComment(ctx, acct, post, parent, body) })
 		if err != nil {
 			return "", err
 		}
-		return s.logged(ctx, person, "Reply posted: "+urn, entry{action: "reply", urn: urn, target: parent, text: body}), nil
+		e.urn = urn
+		return s.logged(ctx, person, "Reply posted: "+urn, e), nil
 	})
 }
 

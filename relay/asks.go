@@ -52,6 +52,10 @@ type permissionEvent struct {
 	Tool      string          `json:"tool"`
 	Input     json.RawMessage `json:"input"`
 	Reason    string          `json:"reason"`
+	// CanRemember is false for a tool whose every call the person
+	// approves on its own: an answer's remember is ignored for it, so a
+	// client need not offer "for this session".
+	CanRemember bool `json:"can_remember"`
 }
 
 type answeredEvent struct {
@@ -69,9 +73,12 @@ func (e answeredEvent) EventType() string { return e.Type }
 // Answer is a client's reply to a question (Answers) or a permission
 // prompt (Allow, Message, Remember).
 type Answer struct {
-	Answers  map[string]string
-	Allow    bool
-	Message  string
+	Answers map[string]string
+	Allow   bool
+	Message string
+	// Remember applies the answer to the tool's later calls in the
+	// session; it is ignored for the tools the person approves call by
+	// call (AskPolicy.ConfirmInChat).
 	Remember bool
 	// Interrupt denies and stops the turn (an interrupt arrived).
 	Interrupt bool
@@ -244,15 +251,34 @@ func (c *Session) expire(id, kind, outcome string) {
 type AskPolicy struct {
 	// Timeout for a question or permission to be answered.
 	Timeout time.Duration
-	// Ask reports whether a tool needs the person's permission; tools it
-	// does not name are allowed (the CLI only asks for tools outside the
-	// allowed set anyway).
-	Ask func(tool string) bool
-	// ConfirmInChat reports whether a tool that needs permission, called
-	// while no client can answer a prompt, is held back as a draft that
-	// the person's next message confirms or declines (see drafts.go);
-	// otherwise it is denied.
+	// Ask reports whether a call of tool with input needs the person's
+	// permission; calls it does not name are allowed (the CLI only asks
+	// for tools outside the allowed set anyway).
+	Ask func(tool string, input json.RawMessage) bool
+	// ConfirmInChat reports whether a tool publishes for the person:
+	// each of its calls is approved on its own (a remembered answer
+	// never applies to it), and one called while no client can answer a
+	// prompt is held back as a draft that the person's next message
+	// confirms or declines (see drafts.go). Other tools are denied then.
 	ConfirmInChat func(tool string) bool
+	// Describe names, for the person, what a ConfirmInChat call would
+	// publish (e.g. "the LinkedIn post"); nil: the tool's name.
+	Describe func(tool string, input json.RawMessage) string
+	// Warn, when not nil and it returns a text, is a warning about a
+	// ConfirmInChat call for the person who approves it (an identical
+	// publish whose outcome is unknown): on its card and in its draft.
+	Warn func(tool string, input json.RawMessage) string
+	// Approved, when not nil, is told of each ConfirmInChat call the
+	// person approved (on a card or in the chat), just before it runs.
+	Approved func(tool string, input json.RawMessage)
+}
+
+// warning is policy's warning about a call, or "".
+func (p AskPolicy) warning(tool string, input json.RawMessage) string {
+	if p.Warn == nil {
+		return ""
+	}
+	return p.Warn(tool, input)
 }
 
 // Messages the model sees when nobody can answer.
@@ -261,6 +287,7 @@ const (
 	timeoutQuestion    = "The person did not answer in time. Ask in plain text in your reply instead, or continue without the answer."
 	noClientPermission = "This tool needs the person's approval and no client that can approve is attached, so it was not run. Tell the person what you wanted to do."
 	timeoutPermission  = "The person did not approve this tool in time, so it was not run."
+	afterDraft         = "Not run: this turn ended when the server showed the person a draft, and nothing more runs in it until they answer."
 )
 
 // CanUseTool answers the CLI's can_use_tool requests for this chat:
@@ -270,11 +297,15 @@ func (c *Session) CanUseTool(policy AskPolicy) func(ctx context.Context, req *su
 	if policy.Timeout <= 0 {
 		policy.Timeout = DefaultAskTimeout
 	}
+	c.policy.Store(&policy)
 	return func(ctx context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error) {
+		if c.draftStopping() {
+			return supervisor.PermissionResult{Message: afterDraft}, nil
+		}
 		if req.ToolName == "AskUserQuestion" {
 			return c.askQuestion(ctx, req, policy.Timeout)
 		}
-		if policy.Ask == nil || !policy.Ask(req.ToolName) {
+		if policy.Ask == nil || !policy.Ask(req.ToolName, req.Input) {
 			return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
 		}
 		return c.askPermission(ctx, req, policy)
@@ -313,21 +344,30 @@ func (c *Session) askQuestion(ctx context.Context, req *supervisor.ControlReques
 }
 
 func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequest, policy AskPolicy) (supervisor.PermissionResult, error) {
+	// A publishing call is approved for its own content only: "for this
+	// session" would let texts through that the person never saw.
+	oneByOne := policy.ConfirmInChat != nil && policy.ConfirmInChat(req.ToolName)
 	c.asks.mu.Lock()
 	allowed, remembered := c.asks.remembered[req.ToolName]
 	c.asks.mu.Unlock()
-	if remembered {
+	if remembered && !oneByOne {
 		if allowed {
 			return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
 		}
 		return supervisor.PermissionResult{Message: "The person denied " + req.ToolName + " for this session."}, nil
 	}
+	approved := func() supervisor.PermissionResult {
+		if oneByOne && policy.Approved != nil {
+			policy.Approved(req.ToolName, req.Input)
+		}
+		return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}
+	}
 	if c.takeApproved(req.ToolName, req.Input) {
-		return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
+		return approved(), nil
 	}
 	if !c.Interactive() {
 		if policy.ConfirmInChat != nil && policy.ConfirmInChat(req.ToolName) {
-			return c.holdDraft(req), nil
+			return c.holdDraft(req, policy), nil
 		}
 		return supervisor.PermissionResult{Message: noClientPermission}, nil
 	}
@@ -336,7 +376,12 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 		input = json.RawMessage("{}")
 	}
 	ans, outcome, err := c.wait(ctx, "permission", func(id string) clientevent.Body {
-		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: permissionReason(req)}
+		reason := permissionReason(req)
+		if w := policy.warning(req.ToolName, input); w != "" {
+			reason += " " + w
+		}
+		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: reason,
+			CanRemember: !oneByOne}
 	}, policy.Timeout)
 	switch {
 	case err != nil:
@@ -346,13 +391,13 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 	case ans.Interrupt:
 		return supervisor.PermissionResult{Message: ans.Message, Interrupt: true}, nil
 	}
-	if ans.Remember {
+	if ans.Remember && !oneByOne {
 		c.asks.mu.Lock()
 		c.asks.remembered[req.ToolName] = ans.Allow
 		c.asks.mu.Unlock()
 	}
 	if ans.Allow {
-		return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
+		return approved(), nil
 	}
 	msg := ans.Message
 	if msg == "" {

@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,14 +18,27 @@ import (
 
 // Confirm-in-chat: a tool that needs the person's approval, called while no
 // client that can answer a permission prompt is attached, is held back as a
-// draft. The model is told to show the person the exact content and ask.
-// The person's next typed message decides the draft: a confirmation
-// approves exactly that call (same tool, same input) once, for the turn the
-// message starts; anything else declines it. Nothing but a message the
-// person sent (never a tool result, a web page or the model's own text)
-// reaches the decision, because it is taken where a turn starts with the
-// person's message. A client on the events stream sees the draft and may
-// answer it like a permission prompt instead; the first answer decides.
+// draft. The server itself shows the person the exact content and how to
+// approve it, as the turn's last text, and ends the turn there: whatever
+// the model says after the held-back call never reaches the person, so
+// their answer can only be about what they were shown. The model is told
+// what was shown. The person's next typed message decides the draft: a
+// confirmation approves exactly that call (same tool, same input) once,
+// for the turn the message starts; anything else declines it. Nothing but
+// a message the person sent (never a tool result, a web page or the
+// model's own text) reaches the decision, because it is taken where a turn
+// starts with the person's message. A client on the events stream sees
+// the draft and may answer it like a permission prompt instead; the first
+// answer decides.
+//
+// How the turn ends: the held-back call is denied with a message for the
+// model, and once the CLI has put that denial into the conversation (its
+// tool_result comes by), the server interrupts the turn; a deny with
+// "interrupt" would end it at once, but the CLI then records a generic
+// rejection instead of the message, and the next turn's model would not
+// know that the draft was shown and waits for confirmation. The model's
+// text and tool calls after the draft are not shown, and the turn ends
+// with the server's text of the draft and an ordinary done.
 
 // confirmations are the messages that approve a draft, in the persons'
 // languages (English and German), as confirmationKey normalises them.
@@ -88,7 +103,9 @@ type draft struct {
 	id    string
 	tool  string
 	input string // canonical JSON
-	event *Event // nil until published
+	// toolUseID is the CLI's id of the held-back call.
+	toolUseID string
+	event     *Event // nil until published
 	// n numbers the session's drafts: a message decides this draft only
 	// if the session accepted it after the draft was made.
 	n uint64
@@ -106,6 +123,37 @@ type drafts struct {
 	// announce holds, per turn started and not yet published, the
 	// decision to publish after its turn_start (nil: none).
 	announce []*draftAnsweredEvent
+	// shown holds, by the CLI's tool_use id, each draft shown in a turn
+	// whose events are not all published yet.
+	shown map[string]*shownDraft
+	// stopping: the CLI's running turn showed a draft and is being
+	// ended; nothing more runs in it.
+	stopping bool
+	// interrupted is closed once the interrupt that ends a draft's turn
+	// was answered (nil: none was sent). The next turn starts after it,
+	// so the interrupt can never reach that one.
+	interrupted chan struct{}
+	// view is what the turn being published shows of the model (only
+	// under Session.mu, in apply).
+	view draftView
+}
+
+// shownDraft is a draft the server shows the person: text is what the
+// turn ends with; turn is the CLI's turn that held it back.
+type shownDraft struct {
+	text    string
+	turn    int
+	stopped bool // the interrupt that ends its turn was sent
+}
+
+// draftView follows, in the order the turn's events are published, the
+// publishing calls of the turn: text the model writes after such a call
+// in the same message waits until the call is decided (held), and once a
+// draft is shown (shown, its text) the model's words are not published.
+type draftView struct {
+	watch map[string]bool
+	held  []clientevent.Text
+	shown string
 }
 
 // canonicalInput is the tool input with sorted keys and no spacing, so the
@@ -139,13 +187,14 @@ func (c *Session) takeApproved(tool string, input json.RawMessage) bool {
 }
 
 // holdDraft records the call as the session's draft, replacing an earlier
-// one, and tells the model to ask the person.
-func (c *Session) holdDraft(req *supervisor.ControlRequest) supervisor.PermissionResult {
+// one, has the server show it to the person as the turn's last text, and
+// tells the model so.
+func (c *Session) holdDraft(req *supervisor.ControlRequest, policy AskPolicy) supervisor.PermissionResult {
 	input := req.Input
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
 	}
-	d := &draft{id: uuid.NewString(), tool: req.ToolName, input: canonicalInput(input)}
+	d := &draft{id: uuid.NewString(), tool: req.ToolName, input: canonicalInput(input), toolUseID: req.ToolUseID}
 	c.mu.Lock()
 	c.drafts.mu.Lock()
 	c.drafts.made++
@@ -155,6 +204,13 @@ func (c *Session) holdDraft(req *supervisor.ControlRequest) supervisor.Permissio
 		c.publishInOrder(draftAnsweredEvent{Type: "draft_answered", RequestID: old.id, Outcome: "expired", Reason: "replaced"}, nil)
 	}
 	c.drafts.cur = d
+	if d.toolUseID != "" {
+		c.drafts.stopping = true
+		if c.drafts.shown == nil {
+			c.drafts.shown = map[string]*shownDraft{}
+		}
+		c.drafts.shown[d.toolUseID] = &shownDraft{text: shownText(policy, req.ToolName, input), turn: c.cliTurns}
+	}
 	c.drafts.mu.Unlock()
 	c.publishInOrder(draftEvent{Type: "draft", RequestID: d.id, Tool: d.tool, Input: json.RawMessage(d.input),
 		Reason: "Waiting for the person to confirm in chat."}, func(e *Event) {
@@ -163,19 +219,26 @@ func (c *Session) holdDraft(req *supervisor.ControlRequest) supervisor.Permissio
 		c.drafts.mu.Unlock()
 	})
 	c.mu.Unlock()
-	return supervisor.PermissionResult{Message: draftMessage(req.ToolName, input)}
+	return supervisor.PermissionResult{Message: draftMessage(req.ToolName, input, d.toolUseID != "")}
 }
 
-// draftMessage tells the model what to do with a held-back call.
-func draftMessage(tool string, input json.RawMessage) string {
+// draftMessage tells the model what became of a held-back call: that the
+// server showed it to the person and ends the turn, or, for a call
+// without an id to end the turn at (never from the CLI), that the model
+// must show it.
+func draftMessage(tool string, input json.RawMessage, shown bool) string {
 	var fields map[string]any
 	_ = json.Unmarshal(input, &fields)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Not done yet: %s needs the person's confirmation, and nothing has been published. "+
-		"Show the person the exact content below, word for word, and ask them to confirm it in their own words "+
-		"(for example \"yes\" or \"ja\"). Only their next message can confirm it. If it does, call %s again with "+
-		"exactly the same input and it will run once; any other reply cancels it, and a changed text needs a new confirmation.",
-		tool, tool)
+	fmt.Fprintf(&b, "Not published yet: %s needs the person's confirmation. ", tool)
+	if shown {
+		b.WriteString("The server has shown the person the exact content below and asked them to reply \"yes\" to publish it, " +
+			"and it ends this turn here (the conversation records that as an interruption by the user), so add nothing now. ")
+	} else {
+		b.WriteString("Show the person the exact content below, word for word, and ask them to reply \"yes\" to publish it. ")
+	}
+	fmt.Fprintf(&b, "Only the person's next message can confirm it. If it does, call %s again with exactly the same input "+
+		"and it will run once; any other reply cancels it, and a changed text needs a new confirmation.", tool)
 	if text, ok := fields["text"].(string); ok {
 		b.WriteString("\n\nText:\n")
 		b.WriteString(text)
@@ -189,16 +252,102 @@ func draftMessage(tool string, input json.RawMessage) string {
 	return b.String()
 }
 
+// shownText is what the server shows the person for a held-back call:
+// the words it would publish and how to approve them.
+func shownText(policy AskPolicy, tool string, input json.RawMessage) string {
+	var fields map[string]any
+	_ = json.Unmarshal(input, &fields)
+	what := tool
+	if policy.Describe != nil {
+		what = policy.Describe(tool, input)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Nothing is published yet. This is %s, word for word:\n\n", what)
+	if text, ok := fields["text"].(string); ok {
+		b.WriteString(text)
+		delete(fields, "text")
+		if policy.Describe == nil && len(fields) > 0 {
+			rest, _ := clientevent.Marshal(fields)
+			b.WriteString("\n\n")
+			b.Write(rest)
+		}
+	} else {
+		b.WriteString(canonicalInput(input))
+	}
+	if w := policy.warning(tool, input); w != "" {
+		b.WriteString("\n\n" + w)
+	}
+	b.WriteString("\n\nReply \"yes\" to publish it exactly as shown; any other reply cancels it.")
+	return b.String()
+}
+
+// draftStopping reports whether the CLI's running turn showed a draft
+// and is being ended.
+func (c *Session) draftStopping() bool {
+	c.drafts.mu.Lock()
+	defer c.drafts.mu.Unlock()
+	return c.drafts.stopping
+}
+
+// stopForDraft interrupts the CLI's turn that showed a draft, now that
+// the conversation holds what the model was told about it. c.mu and
+// c.drafts.mu are held.
+func (c *Session) stopForDraft() {
+	done := make(chan struct{})
+	c.drafts.interrupted = done
+	go func() {
+		defer close(done)
+		// The CLI answers an interrupt or is killed within its grace.
+		if err := c.sess.Interrupt(context.Background()); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
+			c.log.Warn().Err(err).Msg("interrupt after a draft was shown")
+		}
+	}()
+}
+
+// waitDraftStop waits until the interrupt that ended a draft's turn was
+// answered: a turn sent after it starts only then.
+func (c *Session) waitDraftStop() {
+	c.drafts.mu.Lock()
+	ch := c.drafts.interrupted
+	c.drafts.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+// toolResults are the tool_use ids a CLI message reports results of.
+func toolResults(m *supervisor.Message) []string {
+	if m == nil || m.Type != "user" || m.Message == nil {
+		return nil
+	}
+	var ids []string
+	for _, b := range m.Message.Content {
+		if b.Type == "tool_result" {
+			ids = append(ids, b.ToolUseID)
+		}
+	}
+	return ids
+}
+
 // draftHook follows the session's turns as the supervisor reports them:
 // the message that starts a turn, the person's own words, decides the
-// open draft; a turn's end drops an approval the model did not use in it.
-// c.mu is held.
+// open draft; a turn's end drops an approval the model did not use in it;
+// once the denial of a shown draft is in the conversation, the turn is
+// interrupted. c.mu is held.
 func (c *Session) draftHook(ev supervisor.Event) {
 	c.drafts.mu.Lock()
 	defer c.drafts.mu.Unlock()
 	d := c.drafts.cur
 	switch ev.Kind {
+	case supervisor.EventCLI:
+		for _, id := range toolResults(ev.Msg) {
+			if sd := c.drafts.shown[id]; sd != nil && !sd.stopped {
+				sd.stopped = true
+				c.stopForDraft()
+			}
+		}
 	case supervisor.EventTurnEnd:
+		c.drafts.stopping = false
 		if d != nil && d.live {
 			c.drafts.cur = nil
 		}
@@ -243,6 +392,111 @@ func (c *Session) announceDraft() {
 	}
 }
 
+// endShown is the end of a turn as its clients see it: a turn that
+// showed a draft ended because the server ended it there, which is its
+// ordinary end, not an interruption or a failure. c.mu is held.
+func (c *Session) endShown(ev supervisor.Event) supervisor.Event {
+	if c.drafts.view.shown == "" {
+		return ev
+	}
+	ev.Interrupted, ev.Err = false, nil
+	if ev.Msg != nil && ev.Msg.IsError {
+		m := *ev.Msg
+		m.IsError = false
+		ev.Msg = &m
+	}
+	return ev
+}
+
+// viewDraft passes the client events of one supervisor event through the
+// turn's draftView: it holds back, drops or releases the model's text and
+// tool events around the turn's publishing calls, and ends a turn that
+// showed a draft with the draft's text. c.mu is held.
+func (c *Session) viewDraft(ev supervisor.Event, outs []clientevent.Out) []clientevent.Out {
+	v := &c.drafts.view
+	switch ev.Kind {
+	case supervisor.EventTurnStart:
+		*v = draftView{}
+		return outs
+	case supervisor.EventTurnEnd:
+		var last []clientevent.Out
+		if v.shown != "" {
+			text := v.shown
+			if c.turnText.Len() > 0 {
+				text = "\n\n" + text
+			}
+			last = append(last, clientevent.Out{Body: clientevent.Text{Type: "text", Delta: text}})
+		} else {
+			for _, t := range v.held {
+				last = append(last, clientevent.Out{Body: t})
+			}
+		}
+		*v = draftView{}
+		c.drafts.mu.Lock()
+		for id, sd := range c.drafts.shown {
+			if sd.turn <= c.endedTurns {
+				delete(c.drafts.shown, id)
+			}
+		}
+		c.drafts.mu.Unlock()
+		return append(last, outs...)
+	case supervisor.EventCLI:
+	default:
+		return outs
+	}
+	kept := outs[:0:0]
+	for _, o := range outs {
+		switch b := o.Body.(type) {
+		case clientevent.Text:
+			if v.shown != "" {
+				continue
+			}
+			if len(v.watch) > 0 {
+				v.held = append(v.held, b)
+				continue
+			}
+		case clientevent.Tool, clientevent.Status, clientevent.ToolResult:
+			if v.shown != "" {
+				continue
+			}
+		}
+		kept = append(kept, o)
+	}
+	m := ev.Msg
+	if m.Type == "assistant" && m.Message != nil && (m.ParentToolUseID == nil || *m.ParentToolUseID == "") {
+		if p := c.policy.Load(); p != nil && p.ConfirmInChat != nil {
+			for _, b := range m.Message.Content {
+				if b.Type == "tool_use" && p.ConfirmInChat(b.Name) {
+					if v.watch == nil {
+						v.watch = map[string]bool{}
+					}
+					v.watch[b.ID] = true
+				}
+			}
+		}
+	}
+	for _, id := range toolResults(m) {
+		delete(v.watch, id)
+		c.drafts.mu.Lock()
+		sd := c.drafts.shown[id]
+		c.drafts.mu.Unlock()
+		if sd != nil && v.shown == "" {
+			v.shown, v.held = sd.text, nil
+		}
+	}
+	if len(v.watch) == 0 && len(v.held) > 0 && v.shown == "" {
+		// The calls were decided without a draft: the text they held
+		// back comes out, before what decided them.
+		release := make([]clientevent.Out, 0, len(v.held)+len(kept))
+		for _, t := range v.held {
+			release = append(release, clientevent.Out{Body: t})
+		}
+		v.held = nil
+		kept = append(release, kept...)
+	}
+	return kept
+}
+
 // answerDraft is a client's card answer to the open draft; false if
 // requestID is not the open, undecided draft. c.mu is held.
 func (c *Session) answerDraft(requestID string, ans Answer) bool {
@@ -260,11 +514,7 @@ func (c *Session) answerDraft(requestID string, ans Answer) bool {
 	} else {
 		c.drafts.cur = nil
 	}
-	if ans.Remember {
-		c.asks.mu.Lock()
-		c.asks.remembered[d.tool] = ans.Allow
-		c.asks.mu.Unlock()
-	}
+	// Remember is ignored: a draft approves exactly its own content once.
 	c.publishInOrder(ev, nil)
 	return true
 }

@@ -35,7 +35,7 @@ func TestPromptsWaitBehindThePreviousTurnsEnd(t *testing.T) {
 		})
 		fakes.Policy = &relay.AskPolicy{
 			Timeout:       time.Minute,
-			Ask:           func(tool string) bool { return tool == "Write" },
+			Ask:           func(tool string, _ json.RawMessage) bool { return tool == "Write" },
 			ConfirmInChat: func(tool string) bool { return tool == "Write" },
 		}
 		chat, err := sessions.GetOrCreate("", "sebastian")

@@ -472,6 +472,8 @@ func (s *Registry) dispatch(c *Session, t *Ticket) {
 	s.endMu.Unlock()
 	go func() {
 		defer s.starts.Done()
+		// An interrupt that ends a draft's turn must not reach this one.
+		c.waitDraftStop()
 		for t != nil {
 			err := s.Send(c.ctx, c, t.Message)
 			if err == nil {

@@ -118,7 +118,7 @@ func (o harnessOpts) policy() relay.AskPolicy {
 		confirm[t] = true
 	}
 	return relay.AskPolicy{
-		Timeout: o.askTimeout, Ask: func(tool string) bool { return ask[tool] },
+		Timeout: o.askTimeout, Ask: func(tool string, _ json.RawMessage) bool { return ask[tool] },
 		ConfirmInChat: func(tool string) bool { return confirm[tool] },
 	}
 }

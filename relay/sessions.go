@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -272,6 +273,9 @@ type Session struct {
 	cliTurns, endedTurns int
 
 	drafts drafts
+	// policy is the permission policy the CLI's requests are answered
+	// with (CanUseTool), for the drafts' view of the turn.
+	policy atomic.Pointer[AskPolicy]
 	queue  turnQueue
 	// ctx bounds the starts of this chat's turns; dispatch starts one.
 	ctx      context.Context
@@ -390,6 +394,7 @@ func (c *Session) apply(ev supervisor.Event) {
 	var took time.Duration
 	var failed bool
 	if ev.Kind == supervisor.EventTurnEnd {
+		ev = c.endShown(ev)
 		// Questions still open belong to the turn that just ended; the
 		// next turn's may be open already.
 		c.endedTurns = min(c.endedTurns+1, c.cliTurns)
@@ -406,7 +411,7 @@ func (c *Session) apply(ev supervisor.Event) {
 		c.flushText()
 	}
 	var started *Event
-	for _, o := range c.hold.Apply(c.tr.Translate(ev)) {
+	for _, o := range c.hold.Apply(c.viewDraft(ev, c.tr.Translate(ev))) {
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Kind == supervisor.EventTurnEnd && c.refused != nil {
 			// The gateway refused a model request for a spent budget: the
 			// CLI saw an API error, the person reads which budget.
@@ -920,6 +925,7 @@ func (s *Registry) Clear(id, person string) bool {
 	if err := c.sess.Close(); err != nil {
 		s.log.Warn().Err(err).Str("session", id).Msg("close session")
 	}
+	c.waitDraftStop()
 	c.stream.Close()
 	if c.elog != nil {
 		_ = c.elog.Close()
@@ -1049,6 +1055,7 @@ func (s *Registry) Close() {
 		go func() {
 			defer wg.Done()
 			_ = c.sess.Close()
+			c.waitDraftStop()
 			c.stream.Close()
 			c.mu.Lock()
 			c.persist()

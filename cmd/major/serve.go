@@ -189,6 +189,12 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 			auto[p] = true
 		}
 	}
+	// Publishes whose outcome LinkedIn left open are kept in the state
+	// directory, so a restart does not forget them (see Unconfirmed).
+	unconfirmed, err := mcpserver.OpenUnconfirmed(filepath.Join(cfg.StateDir, "linkedin-unconfirmed.json"), nil)
+	if err != nil {
+		return err
+	}
 	// Whether a person publishes without asking is the launcher's
 	// decision (configuration over flag), for /mcp as for the chat.
 	var launcher *assembly.Launcher
@@ -197,6 +203,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Accounts:    accounts,
 		AutoPublish: func(person string) bool { return launcher.AutoPublish(person) },
 		ActivityLog: vault.NewAuditLog(vaultRoot, git),
+		Unconfirmed: unconfirmed,
 		Logger:      log,
 	})
 	for p := range accounts {

@@ -4,7 +4,8 @@
 // token belongs to, percent-encoded URNs, the body shapes) and answers the
 // way LinkedIn does, including scripted failures such as 429 with
 // Retry-After or a gateway error after the request was applied, and finds
-// posts by author and comments by thread with paging.
+// posts by author and comments by thread with paging; like LinkedIn's,
+// its listings can lag behind what was created (SetListingLag).
 package linkedintest
 
 import (
@@ -68,6 +69,10 @@ type Server struct {
 	comments map[string][]map[string]any // thread URN -> comments
 	posts    []map[string]any            // oldest first
 	nextID   int64
+	// lag is how long a created post or comment stays out of the
+	// listings; listed says from when each one is in them (by URN).
+	lag    time.Duration
+	listed map[string]time.Time
 }
 
 // New starts a fake that expects LinkedIn-Version version. It is closed when
@@ -99,6 +104,34 @@ func (s *Server) Enqueue(rs ...Response) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.script = append(s.script, rs...)
+}
+
+// SetListingLag makes every post and comment created from now on show in
+// the posts finder and the comment lists only d after it was created, as
+// LinkedIn's listings may lag behind what it applied.
+func (s *Server) SetListingLag(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lag = d
+}
+
+// listLaterLocked keeps the entity urn, just created, out of the listings
+// for the lag. s.mu is held.
+func (s *Server) listLaterLocked(urn string) {
+	if s.lag <= 0 {
+		return
+	}
+	if s.listed == nil {
+		s.listed = map[string]time.Time{}
+	}
+	s.listed[urn] = time.Now().Add(s.lag)
+}
+
+// listedLocked reports whether the entity urn shows in the listings now.
+// s.mu is held.
+func (s *Server) listedLocked(urn string) bool {
+	at, ok := s.listed[urn]
+	return !ok || !time.Now().Before(at)
 }
 
 // AddComment seeds a comment on thread (a post or comment URN) and returns
@@ -300,6 +333,7 @@ func (s *Server) createPost(w http.ResponseWriter, body map[string]any, author s
 		"distribution": body["distribution"],
 		"createdAt":    now, "publishedAt": now, "lastModifiedAt": now,
 	})
+	s.listLaterLocked(urn)
 	s.mu.Unlock()
 	w.Header().Set("x-restli-id", urn)
 	w.WriteHeader(http.StatusCreated)
@@ -326,7 +360,7 @@ func (s *Server) createComment(w http.ResponseWriter, body map[string]any, threa
 		return
 	}
 	s.mu.Lock()
-	s.addCommentLocked(thread, object, parent, author, str(msg["text"]), time.Now().UnixMilli())
+	s.listLaterLocked(s.addCommentLocked(thread, object, parent, author, str(msg["text"]), time.Now().UnixMilli()))
 	c := s.comments[thread][len(s.comments[thread])-1]
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
@@ -379,7 +413,7 @@ func (s *Server) findPosts(w http.ResponseWriter, q url.Values, author string) {
 	s.mu.Lock()
 	var mine []map[string]any
 	for i := len(s.posts) - 1; i >= 0; i-- {
-		if s.posts[i]["author"] == author {
+		if s.posts[i]["author"] == author && s.listedLocked(str(s.posts[i]["id"])) {
 			mine = append(mine, s.posts[i])
 		}
 	}
@@ -403,7 +437,12 @@ func (s *Server) listComments(w http.ResponseWriter, q url.Values, thread string
 		return
 	}
 	s.mu.Lock()
-	all := append([]map[string]any{}, s.comments[thread]...)
+	var all []map[string]any
+	for _, c := range s.comments[thread] {
+		if s.listedLocked(str(c["commentUrn"])) {
+			all = append(all, c)
+		}
+	}
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{

@@ -237,7 +237,7 @@ describe('web client', () => {
     await waitIdle(page);
   });
 
-  step('permission prompts: deny, then allow for the session', async () => {
+  step('permission prompts: deny, then allow; each post asks on its own', async () => {
     const post = '[[tool mcp__linkedin__linkedin_post {"text":"Notes on notes"}]]';
     await send(page, post);
     let card = page.locator('.card.permission');
@@ -254,15 +254,19 @@ describe('web client', () => {
     await send(page, post);
     card = page.locator('.card.permission');
     await card.waitFor();
-    await card.getByRole('button', { name: 'Allow for this session' }).click();
+    // A post is approved for its own words only: no "for this session".
+    assert.equal(await card.getByRole('button', { name: 'Allow for this session' }).count(), 0);
+    await card.getByRole('button', { name: 'Allow', exact: true }).click();
     await waitReply(page, 'Allowed linkedin_post.');
     await waitIdle(page);
 
-    // Remembered: the next post does not ask.
+    // The next post asks again.
     await send(page, post);
-    await waitReply(page, 'RESULT<<');
+    card = page.locator('.card.permission');
+    await card.waitFor();
+    await card.getByRole('button', { name: 'Deny' }).click();
+    await waitReply(page, 'Denied linkedin_post.');
     await waitIdle(page);
-    assert.equal(await page.evaluate(() => document.querySelectorAll('#transcript .msg.assistant:last-child .answered').length), 0);
   });
 
   step('the second client re-attaches after a drop without losing or repeating events', async () => {
@@ -302,7 +306,7 @@ describe('web client', () => {
       message: `[[tool mcp__linkedin__linkedin_post {"text":"${text}"}]]`, session_id: created.id,
     });
     const answer = await (await fetch(stack.url + '/api/claude/chat-stream', { method: 'POST', headers, body })).text();
-    assert.match(answer, /confirm/, 'the model is told to ask the person');
+    assert.match(answer, /Nothing is published yet\. This is the LinkedIn post, word for word:/, 'the server shows the draft and asks');
     await page.reload();
     // The press and the release come apart while the replay of the chat
     // open before redraws the list, as a person's click may: it still

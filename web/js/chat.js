@@ -362,7 +362,7 @@ export class ChatView {
     const answer = (behavior, remember) => this.settle(card, fields, () => this.actions.permission(ev.request_id, behavior, remember));
     fields.appendChild(h('div', { class: 'card-actions' },
       h('button', { type: 'button', class: 'primary', text: 'Allow', onclick: () => answer('allow', false) }),
-      draft ? null : h('button', { type: 'button', text: 'Allow for this session', onclick: () => answer('allow', true) }),
+      draft || ev.can_remember === false ? null : h('button', { type: 'button', text: 'Allow for this session', onclick: () => answer('allow', true) }),
       h('button', { type: 'button', class: 'danger', text: 'Deny', onclick: () => answer('deny', false) })));
     card.addEventListener('submit', (e) => e.preventDefault());
     this.part(card);
