@@ -411,6 +411,19 @@ func (l *Launcher) EndTurn(ctx context.Context, person, sessionID string) string
 	return ""
 }
 
+// showingDraft is why a tool may not run once the person was shown a
+// draft: the turn is over.
+const showingDraft = "The person is being shown a draft to publish and asked to confirm it; this turn is over, and nothing more runs in it. Stop here."
+
+// hookEvent is the hook event a callback request is for.
+func hookEvent(req *supervisor.ControlRequest) string {
+	var in struct {
+		Event string `json:"hook_event_name"`
+	}
+	_ = json.Unmarshal(req.HookInput, &in)
+	return in.Event
+}
+
 // mcp answers the messages of the SDK MCP server of person's sessions;
 // notice, when not nil, tells the session's clients what they must know
 // of a tool call (an unknown outcome).
@@ -506,6 +519,9 @@ func (l *Launcher) Launch(p relay.SessionParams) relay.CLI {
 			return supervisor.Handlers{
 				CanUseTool: p.Chat.CanUseTool(policy),
 				HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {
+					if p.Chat != nil && p.Chat.ShowsDraft() && hookEvent(req) == "PreToolUse" {
+						return hooks.Deny(showingDraft), nil
+					}
 					return l.cfg.Hooks.Handle(ctx, s, req)
 				},
 				MCPMessage: l.mcp(p.Person, s.Notice),

@@ -297,6 +297,10 @@ func IsolationArgs() []string {
 
 func proceed() json.RawMessage { return json.RawMessage(`{"continue":true}`) }
 
+// Deny is a PreToolUse hook's answer that refuses the tool call, with the
+// reason the model sees.
+func Deny(reason string) json.RawMessage { return deny(reason) }
+
 func deny(reason string) json.RawMessage {
 	out, _ := json.Marshal(map[string]any{"hookSpecificOutput": map[string]string{
 		"hookEventName":            "PreToolUse",

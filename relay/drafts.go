@@ -138,6 +138,16 @@ type drafts struct {
 	view draftView
 }
 
+// ShowsDraft reports whether the session's running turn showed the
+// person a draft and is being ended: no tool may run in it any more (the
+// vault guard's hook denies every one, closing the moment between the
+// draft's denial and the interrupt that ends the turn).
+func (c *Session) ShowsDraft() bool {
+	c.drafts.mu.Lock()
+	defer c.drafts.mu.Unlock()
+	return c.drafts.stopping
+}
+
 // shownDraft is a draft the server shows the person: text is what the
 // turn ends with; turn is the CLI's turn that held it back.
 type shownDraft struct {

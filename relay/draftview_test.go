@@ -136,7 +136,12 @@ func TestDraftEndsTheTurn(t *testing.T) {
 		if res.Allow || res.Interrupt || !strings.Contains(res.Message, "The server has shown the person") {
 			t.Fatalf("the held-back call: %+v", res)
 		}
-		// Nothing more runs in the turn, not even a question.
+		// Nothing more runs in the turn, not even a question; while
+		// ShowsDraft, the vault guard's hook denies every tool (assembly's
+		// Launch asks it).
+		if !chat.ShowsDraft() {
+			t.Fatal("the session does not say it shows a draft")
+		}
 		if res, _ := cli.CanUseTool(context.Background(), &supervisor.ControlRequest{Subtype: "can_use_tool",
 			ToolName: "AskUserQuestion", Input: json.RawMessage(`{"questions":[{"question":"Fix it?"}]}`)}); res.Allow {
 			t.Fatalf("a question after the draft: %+v", res)
@@ -154,6 +159,9 @@ func TestDraftEndsTheTurn(t *testing.T) {
 		cli.Sink.Publish(modelSays(t, "msg_2", map[string]any{"type": "text", "text": "Do you want me to fix welcome.md?"}))
 		interrupted(t, cli)
 		text, end := turnOutcome(t, chat)
+		if chat.ShowsDraft() {
+			t.Fatal("the session still shows a draft after its turn ended")
+		}
 		want := "Here it is.\n\nNothing is published yet. This is the note, word for word:\n\nthe shown words\n\n" +
 			`Reply "yes" to publish it exactly as shown; any other reply cancels it.`
 		if text != want || end != "done:success" {

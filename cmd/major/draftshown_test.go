@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -138,4 +140,32 @@ func TestDraftShownByServer(t *testing.T) {
 		}
 		shown(t, out, "Second words")
 	})
+}
+
+// Once the server shows the person a draft, nothing more runs in that
+// turn: a file tool the model called in the same reply, after the
+// publishing call, writes nothing. (The CLI may run it in the moment
+// between the draft's denial and the server's interrupt; the hook then
+// denies it while relay.Session.ShowsDraft, see relay's TestDraftEndsTheTurn. This test cannot
+// hold the CLI in that moment, so it guards the outcome only.)
+func TestNothingRunsAfterAShownDraft(t *testing.T) {
+	t.Parallel()
+	var note string
+	s := startModel(t, func(req scriptedmodel.Request) scriptedmodel.Reply {
+		if req.LastUserText() == "post, then write" && len(req.ToolResults()) == 0 {
+			return scriptedmodel.Reply{Blocks: []scriptedmodel.ReplyBlock{
+				{Name: "mcp__linkedin__linkedin_post", Input: map[string]any{"text": "Words to show"}},
+				{Name: "Write", Input: map[string]any{"file_path": note, "content": "written after the draft"}},
+			}}
+		}
+		return scriptedmodel.Script(req)
+	})
+	note = filepath.Join(s.env.Vault("sebastian"), "after-draft.md")
+	out, _ := seedTurn(t, s, true, "post, then write", "")
+	if !strings.HasSuffix(out, shownEnd("Words to show")) {
+		t.Fatalf("the turn does not end with the draft: %q", out)
+	}
+	if _, err := os.Stat(note); err == nil {
+		t.Fatal("a file tool ran after the draft was shown")
+	}
 }
