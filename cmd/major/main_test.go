@@ -29,6 +29,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(shellProbeEnv) != "" {
+		if err := serveShellProbe(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(probeEnv) != "" {
 		if err := serveProbe(); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpgo "github.com/mark3labs/mcp-go/server"
+
+	"github.com/majorhq/major/clihome"
+	"github.com/majorhq/major/httpapi/httpapitest"
+)
+
+// shellProbeEnv makes this test binary, started by the CLI as an MCP
+// server, serve the shell probe (see TestMain).
+const shellProbeEnv = "SHELL_PROBE_MCP_SERVER"
+
+// serveShellProbe is a stdio MCP server with one tool, run, that runs its
+// cmd with /bin/sh -c and answers what it printed: code of the person's
+// own inside their sandbox, as the terminal's `!` shell runs it, or any
+// MCP server an owner configures (an npm package, a script).
+func serveShellProbe() error {
+	s := mcpgo.NewMCPServer("shell", "1.0.0", mcpgo.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("run", mcp.WithDescription("Runs a shell command"), mcp.WithString("cmd")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			out, err := exec.CommandContext(ctx, "/bin/sh", "-c", req.GetString("cmd", "")).CombinedOutput()
+			text := "SHELL<<" + string(out) + ">>"
+			if err != nil {
+				text += " " + err.Error()
+			}
+			return mcp.NewToolResultText(text), nil
+		})
+	return mcpgo.ServeStdio(s)
+}
+
+// startWithShell starts the server with the shell probe configured as
+// sebastian's MCP server, allowed to run without asking.
+func startWithShell(tb testing.TB) *server {
+	tb.Helper()
+	conf := tb.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	probe, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"shell": map[string]any{
+		"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{shellProbeEnv: "1"},
+	}}})
+	writeConfig(tb, conf, map[string]string{
+		"persons/sebastian/mcp.json":    string(probe),
+		"persons/sebastian/config.json": `{"tools":{"allow":["mcp__shell"]}}`,
+	})
+	return start(tb, "--config-dir", conf)
+}
+
+// shell runs cmd in sebastian's sandbox, through the shell probe in
+// session id, and returns what the tool answered.
+func (s *server) shell(tb testing.TB, id, cmd string) string {
+	tb.Helper()
+	input, _ := json.Marshal(map[string]string{"cmd": cmd})
+	got := s.chatIn(tb, "sebastian", id, "[[tool mcp__shell__run "+string(input)+"]]")
+	if !strings.Contains(got, "SHELL<<") {
+		tb.Fatalf("the shell probe did not answer: %q", got)
+	}
+	return got
+}
+
+// Code in a person's sandbox writes a git repository of its own into
+// the person's folder, whose configuration names a program for git to
+// run (core.fsmonitor). The end-of-turn commit records it as a gitlink;
+// from then on every `git status` the server runs in the vault looks
+// into that repository and runs the program: on the host, as the server,
+// with the server's environment (its Anthropic key) and every file of the
+// server's and of every person. The terminal's `!` shell does the same
+// (the person themselves needs nothing else).
+func TestSandboxedCodeNeverRunsInTheServersGit(t *testing.T) {
+	t.Parallel()
+	s := startWithShell(t)
+	id := s.newSessionAs(t, "sebastian")
+	seb := s.env.Vault("sebastian")
+	marker := filepath.Join(t.TempDir(), "ran-on-the-host")
+	plant := "cd " + seb + " && mkdir sub && cd sub && git init -q && " +
+		"git -c user.name=a -c user.email=a@b commit -q --allow-empty -m x && " +
+		"git config core.fsmonitor \"env > '" + marker + "'; false\" && echo PLANTED"
+	if got := s.shell(t, id, plant); !strings.Contains(got, "PLANTED") {
+		t.Fatalf("could not write the repository in the person's folder: %s", got)
+	}
+	// Each turn with a tool call ends with the server's git looking at
+	// the person's folder: the first records sub as a gitlink, the next
+	// asks git status about it.
+	for range 2 {
+		s.shell(t, id, "true")
+	}
+	if b, err := os.ReadFile(marker); err == nil {
+		leaked := ""
+		for _, kv := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(kv, "ANTHROPIC_API_KEY=") {
+				leaked = " (with " + kv + ")"
+			}
+		}
+		t.Errorf("the server's git ran a program the sandbox named, on the host, with the server's environment%s", leaked)
+	}
+}
+
+// The terminal's first-run answers are written into the person's CLI
+// configuration file, in a home the person's sandbox writes. The server
+// follows a link planted there: it reads whatever JSON file the link
+// names (the auth file with every person's token, the LinkedIn tokens,
+// the server's own claude login file) and writes it, merged, back as the
+// person's file, where the sandbox reads it; a link in place of the
+// configuration folder makes it write a file into another person's
+// notes.
+func TestTerminalFirstRunFollowsNoLink(t *testing.T) {
+	t.Parallel()
+	s := startWithShell(t)
+	id := s.newSessionAs(t, "sebastian")
+	conf := clihome.ConfigDir(clihome.Home(s.state, "sebastian"))
+	authFile := filepath.Join(filepath.Dir(s.state), "auth.json")
+	own := filepath.Join(conf, ".claude.json")
+
+	t.Run("reads a file of the server's", func(t *testing.T) {
+		if got := s.shell(t, id, "ln -sf "+authFile+" "+own+" && cat "+own+" 2>&1; echo LINKED"); !strings.Contains(got, "LINKED") {
+			t.Fatalf("no link: %s", got)
+		}
+		term := openTerminal(t, s, s.newSessionAs(t, "sebastian"))
+		// A server that refuses the link may refuse the terminal too.
+		waitFor(t, 120*time.Second, "the CLI's prompt, or the terminal refused", func() bool {
+			select {
+			case <-term.Closed():
+				return true
+			default:
+				return strings.Contains(term.Text(), "accept edits on")
+			}
+		})
+		endTerminal(t, term)
+		if got := s.shell(t, id, "cat "+own); strings.Contains(got, testToken) {
+			t.Errorf("the sandbox reads the server's auth file (the API token %q), copied into the person's CLI home", testToken)
+		}
+	})
+
+	t.Run("writes into another person's folder", func(t *testing.T) {
+		petra := s.env.Vault("petra")
+		if got := s.shell(t, id, "mv "+conf+" "+conf+".away && ln -s "+petra+" "+conf+" && echo LINKED"); !strings.Contains(got, "LINKED") {
+			t.Fatalf("no link: %s", got)
+		}
+		term := openTerminal(t, s, s.newSessionAs(t, "sebastian"))
+		waitFor(t, 120*time.Second, "the terminal to start or end", func() bool {
+			select {
+			case <-term.Closed():
+				return true
+			default:
+				return term.Text() != ""
+			}
+		})
+		endTerminal(t, term)
+		if _, err := os.Stat(filepath.Join(petra, ".claude.json")); err == nil {
+			t.Errorf("the server wrote %s, in petra's folder", filepath.Join(petra, ".claude.json"))
+		}
+	})
+}
+
+// endTerminal ends the terminal now (no grace time) and waits until the
+// server closed the connection.
+func endTerminal(tb testing.TB, term *httpapitest.Terminal) {
+	tb.Helper()
+	select {
+	case <-term.Closed():
+		return
+	default:
+	}
+	term.Send(tb, websocket.MessageText, []byte(`{"type":"close"}`))
+	<-term.Closed()
+}
