@@ -41,22 +41,32 @@ func serveShellProbe() error {
 }
 
 // startWithShell starts the server with the shell probe configured as
-// sebastian's MCP server, allowed to run without asking.
-func startWithShell(tb testing.TB) *server {
+// sebastian's MCP server (shellConfig), in the configuration folder it
+// returns.
+func startWithShell(tb testing.TB) (*server, string) {
 	tb.Helper()
 	conf := tb.TempDir()
+	shellConfig(tb, conf)
+	return start(tb, "--config-dir", conf), conf
+}
+
+// shellConfig configures the shell probe as sebastian's MCP server in
+// conf, allowed to run without asking; args are more arguments of the
+// probe's, as an owner's configuration names them. The server reads it
+// for each new session.
+func shellConfig(tb testing.TB, conf string, args ...string) {
+	tb.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	probe, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"shell": map[string]any{
-		"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{shellProbeEnv: "1"},
+		"command": self, "args": append([]string{"-test.run=^$"}, args...), "env": map[string]string{shellProbeEnv: "1"},
 	}}})
 	writeConfig(tb, conf, map[string]string{
 		"persons/sebastian/mcp.json":    string(probe),
 		"persons/sebastian/config.json": `{"tools":{"allow":["mcp__shell"]}}`,
 	})
-	return start(tb, "--config-dir", conf)
 }
 
 // shell runs cmd in sebastian's sandbox, through the shell probe in
@@ -81,7 +91,7 @@ func (s *server) shell(tb testing.TB, id, cmd string) string {
 // (the person themselves needs nothing else).
 func TestSandboxedCodeNeverRunsInTheServersGit(t *testing.T) {
 	t.Parallel()
-	s := startWithShell(t)
+	s, _ := startWithShell(t)
 	id := s.newSessionAs(t, "sebastian")
 	seb := s.env.Vault("sebastian")
 	marker := filepath.Join(t.TempDir(), "ran-on-the-host")
@@ -118,7 +128,7 @@ func TestSandboxedCodeNeverRunsInTheServersGit(t *testing.T) {
 // notes.
 func TestTerminalFirstRunFollowsNoLink(t *testing.T) {
 	t.Parallel()
-	s := startWithShell(t)
+	s, _ := startWithShell(t)
 	id := s.newSessionAs(t, "sebastian")
 	conf := clihome.ConfigDir(clihome.Home(s.state, "sebastian"))
 	authFile := filepath.Join(filepath.Dir(s.state), "auth.json")
@@ -176,4 +186,29 @@ func endTerminal(tb testing.TB, term *httpapitest.Terminal) {
 	}
 	term.Send(tb, websocket.MessageText, []byte(`{"type":"close"}`))
 	<-term.Closed()
+}
+
+// An owner's MCP server that names a folder holding the server's own
+// claude login file (the gateway's credential when no key is in the
+// environment: $CLAUDE_CONFIG_DIR/.credentials.json or
+// ~/.claude/.credentials.json), such as the owner's home given to a
+// file server, gets it mounted in every sandbox of the person: the
+// sandbox keeps out the vault, the state and configuration folders, the
+// auth and LinkedIn files, but not the credential, nor the CLI home all
+// persons shared before (their old transcripts).
+func TestOwnersMCPServerNeverShowsTheServersCredential(t *testing.T) {
+	t.Parallel()
+	s, conf := startWithShell(t)
+	login := filepath.Join(s.env.Home, ".claude", ".credentials.json")
+	if err := os.MkdirAll(filepath.Dir(login), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "sk-ant-oat01-the-servers-login"
+	writeFile(t, login, `{"claudeAiOauth":{"accessToken":"`+secret+`","refreshToken":"sk-ant-ort01-refresh"}}`)
+	// The owner names their home (the server's HOME) for the probe.
+	shellConfig(t, conf, s.env.Home)
+	id := s.newSessionAs(t, "sebastian")
+	if got := s.shell(t, id, "cat "+login+" 2>&1"); strings.Contains(got, secret) {
+		t.Errorf("the person's sandbox reads the server's claude login file %s", login)
+	}
 }
