@@ -185,7 +185,9 @@ func (s *Sandbox) Command(box Box, argv ...string) []string {
 		args = append(args, "--new-session")
 	}
 	args = append(args, s.system...)
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	args = append(args, "--proc", "/proc")
+	args = append(args, procMasks...)
+	args = append(args, "--dev", "/dev", "--tmpfs", "/tmp")
 	// Later mounts go over earlier ones: a file of the server's under
 	// /tmp (a test binary) is bound over the private /tmp.
 	for _, p := range existing(box.ReadOnly) {
@@ -258,6 +260,30 @@ func existing(paths []string) []string {
 	}
 	return out
 }
+
+// procMasks keep what a sandbox's own /proc still shows of the host's
+// kernel out of reach. A server started as root runs its sandboxes as the
+// same uid 0 (only without capabilities), and the kernel lets uid 0 write
+// its global settings by the files' owner alone: /proc/sys (core_pattern
+// names a program the kernel runs as root on a core dump), the
+// sysrq trigger and interrupt affinities are read-only; the kernel's
+// memory, keys, symbol table and timer and scheduler internals are
+// replaced by an empty file. Entries a kernel lacks are skipped.
+var procMasks = func() []string {
+	var args []string
+	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"} {
+		args = append(args, "--ro-bind-try", p, p)
+	}
+	for _, p := range []string{"/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/kallsyms", "/proc/timer_list",
+		"/proc/sched_debug", "/proc/latency_stats", "/proc/kmsg", "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup"} {
+		// The sandbox's /proc is the same kernel's: what the host's
+		// lacks, it lacks too.
+		if _, err := os.Stat(p); err == nil {
+			args = append(args, "--ro-bind", "/dev/null", p)
+		}
+	}
+	return args
+}()
 
 // systemDirs are the host's folders of programs and libraries, read-only
 // in every sandbox; on a merged-/usr system most are links into /usr.

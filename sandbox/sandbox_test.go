@@ -29,7 +29,7 @@ func newSandbox(tb testing.TB, private ...string) *sandbox.Sandbox {
 // order, up to "--", and the command after it.
 func options(tb testing.TB, argv []string) (opts [][]string, command []string) {
 	tb.Helper()
-	arity := map[string]int{"--ro-bind": 2, "--bind": 2, "--symlink": 2, "--proc": 1, "--dev": 1, "--tmpfs": 1,
+	arity := map[string]int{"--ro-bind": 2, "--ro-bind-try": 2, "--bind": 2, "--symlink": 2, "--proc": 1, "--dev": 1, "--tmpfs": 1,
 		"--chdir": 1, "--hostname": 1, "--cap-drop": 1}
 	for i := 1; i < len(argv); i++ {
 		if argv[i] == "--" {
@@ -50,7 +50,7 @@ func mounted(opts [][]string) map[string]string {
 	m := map[string]string{}
 	for _, o := range opts {
 		switch o[0] {
-		case "--ro-bind":
+		case "--ro-bind", "--ro-bind-try":
 			m[o[2]] = "ro"
 		case "--bind":
 			m[o[2]] = "rw"
@@ -97,7 +97,7 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 	m := mounted(opts)
-	want := map[string]string{seb: "rw", home: "rw", install: "ro", prog: "ro"}
+	want := map[string]string{seb: "rw", home: "rw", install: "ro", prog: "ro", "/proc/sys": "ro", "/proc/sysrq-trigger": "ro"}
 	for p, mode := range want {
 		if m[p] != mode {
 			t.Errorf("%s mounted %q, want %q", p, m[p], mode)
