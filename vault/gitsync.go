@@ -273,7 +273,7 @@ func (g *GitSync) Changed(ctx context.Context, paths ...string) (bool, error) {
 		return false, err
 	}
 	defer func() { <-g.sem }()
-	out, err := g.git(ctx, append([]string{"status", "--porcelain", "--untracked-files=all", "--"}, paths...)...)
+	out, err := g.git(ctx, append([]string{"status", "--porcelain", "--untracked-files=all", "--ignore-submodules=all", "--"}, paths...)...)
 	if err != nil {
 		return false, g.fail("status", err)
 	}
@@ -516,6 +516,16 @@ func (g *GitSync) commit(ctx context.Context, message string, paths []string) (b
 		}
 		refused = &RefusedPathsError{Paths: p}
 	}
+	if links, err := g.unstageRepositories(ctx, paths); err != nil {
+		return false, err
+	} else if len(links) > 0 {
+		var prev []string
+		var re *RefusedPathsError
+		if errors.As(refused, &re) {
+			prev = re.Paths
+		}
+		refused = &RefusedPathsError{Paths: append(prev, links...)}
+	}
 	_, err := g.git(ctx, append([]string{"diff", "--cached", "--quiet", "--"}, paths...)...)
 	if err == nil {
 		return false, refused
@@ -529,6 +539,34 @@ func (g *GitSync) commit(ctx context.Context, message string, paths []string) (b
 		return false, err
 	}
 	return true, refused
+}
+
+// unstageRepositories takes out of the index every repository that
+// `git add` staged under paths (a gitlink: a folder with a .git of its
+// own, which a person's sandbox can make) and returns their paths: the
+// vault records notes, not other repositories, and a gitlink in the
+// index would have later git commands look into it.
+func (g *GitSync) unstageRepositories(ctx context.Context, paths []string) ([]string, error) {
+	out, err := g.git(ctx, append([]string{"diff", "--cached", "--raw", "--no-renames", "-z", "--ignore-submodules=none", "--"}, paths...)...)
+	if err != nil {
+		return nil, err
+	}
+	// -z: ":<old mode> <new mode> <old sha> <new sha> <status>\0<path>\0".
+	var links []string
+	fields := strings.Split(out, "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		meta := strings.Fields(strings.TrimPrefix(fields[i], ":"))
+		if len(meta) >= 2 && meta[1] == "160000" {
+			links = append(links, fields[i+1])
+		}
+	}
+	if len(links) == 0 {
+		return nil, nil
+	}
+	if _, err := g.git(ctx, append([]string{"rm", "--cached", "-q", "-r", "-f", "--ignore-unmatch", "--"}, links...)...); err != nil {
+		return nil, err
+	}
+	return links, nil
 }
 
 // refusedPaths are the paths a failed `git add --ignore-errors` names as
@@ -598,6 +636,23 @@ func (e *gitError) Error() string {
 
 func (e *gitError) Unwrap() error { return e.err }
 
+// gitEnviron is the server's environment for git: what git needs to
+// reach the remote (HOME, SSH, proxies, credential helpers' settings),
+// without the model's credential or the server's own settings, which
+// nothing git runs has any use for.
+func gitEnviron(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "ANTHROPIC_"), strings.HasPrefix(k, "CLAUDE_CODE_OAUTH"), strings.HasPrefix(k, "MAJOR_"):
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
 func isExit(err error, code int) bool {
 	var ee *exec.ExitError
 	return errors.As(err, &ee) && ee.ExitCode() == code
@@ -614,10 +669,19 @@ func (g *GitSync) git(ctx context.Context, args ...string) (string, error) {
 		// vault is data, so none run.
 		"-c", "core.hooksPath=/dev/null",
 		"-c", "commit.gpgsign=false",
+		// A person's sandbox writes their folder: a repository it puts
+		// there must never make git run anything or look inside it. No
+		// file-system monitor (a nested repository's core.fsmonitor is a
+		// program git runs), no descending into nested repositories or
+		// submodules (each with configuration of its own).
+		"-c", "core.fsmonitor=false",
+		"-c", "submodule.recurse=false",
+		"-c", "diff.ignoreSubmodules=all",
+		"-c", "status.submoduleSummary=false",
 	}, args...)
 	cmd := exec.CommandContext(ctx, g.cfg.Git, full...)
 	cmd.Dir = g.cfg.Root
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(gitEnviron(os.Environ()),
 		"GIT_TERMINAL_PROMPT=0", // fail instead of waiting for credentials
 		"GIT_EDITOR=true",
 		"LC_ALL=C", // messages we match on are in English

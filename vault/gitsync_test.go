@@ -396,3 +396,35 @@ func TestGitSyncRecoversFromAKilledGitCall(t *testing.T) {
 		})
 	}
 }
+
+// A repository of its own in a person's folder (a sandbox can make one)
+// is never recorded, and git never looks into it: its configuration
+// names a program (core.fsmonitor) that must not run. The person's other
+// changes are committed, and the repository reported as refused.
+func TestGitSyncNeverRecordsOrRunsANestedRepository(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	g := newGitSync(t, vault.GitConfig{Root: root})
+	sub := filepath.Join(root, "sebastian", "sub")
+	marker := filepath.Join(t.TempDir(), "ran")
+	git(t, root, "init", "-q", sub)
+	git(t, sub, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "x")
+	git(t, sub, "config", "core.fsmonitor", "touch '"+marker+"'; false")
+	writeFile(t, filepath.Join(root, "sebastian", "notes.md"), "mine\n")
+	for i := range 2 {
+		err := g.Commit(context.Background(), fmt.Sprintf("Turn %d", i), "sebastian/")
+		var refused *vault.RefusedPathsError
+		if !errors.As(err, &refused) || !slices.Equal(refused.Paths, []string{"sebastian/sub"}) {
+			t.Fatalf("commit %d: %v, want sebastian/sub refused", i, err)
+		}
+		if _, err := g.Changed(context.Background(), "sebastian/"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := git(t, root, "ls-tree", "-r", "--name-only", "HEAD"); strings.Contains(got, "sub") || !strings.Contains(got, "sebastian/notes.md") {
+		t.Fatalf("HEAD holds %q", got)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("git ran the nested repository's fsmonitor")
+	}
+}
