@@ -277,12 +277,31 @@ func (l *Launcher) Spec(person string) supervisor.Spec {
 	return spec
 }
 
-// homeEnv points the CLI at person's home, if homes are set.
+// homeEnv points the CLI at person's home, if homes are set: in a
+// sandbox, where the sandbox mounts it (sandboxHome), else where it is.
 func (l *Launcher) homeEnv(person string) []string {
 	if l.cfg.Home == nil {
 		return nil
 	}
+	if l.cfg.Sandbox != nil {
+		return clihome.Env(sandboxHome(person))
+	}
 	return clihome.Env(l.cfg.Home(person))
+}
+
+// sandboxHome is where a sandbox of person's mounts their CLI home: a
+// path that names nothing of the server's (the home lives in its state
+// directory).
+func sandboxHome(person string) string { return "/home/" + person }
+
+// HostHome is person's CLI home as the server sees it ("" without
+// homes): where the server writes into it (a terminal's first-run
+// answers).
+func (l *Launcher) HostHome(person string) string {
+	if l.cfg.Home == nil {
+		return ""
+	}
+	return l.cfg.Home(person)
 }
 
 // credential gives each of person's processes a gateway token of its
@@ -325,7 +344,7 @@ func (l *Launcher) sandbox(person string, spec supervisor.Spec, conf config.Pers
 		if err := os.MkdirAll(clihome.ConfigDir(home), 0o700); err != nil {
 			l.log.Error().Err(err).Str("home", home).Msg("create the person's CLI home")
 		}
-		box.Writable = append(box.Writable, home)
+		box.Mounts = append(box.Mounts, sandbox.Mount{Host: home, At: sandboxHome(person), Writable: true})
 	}
 	box.ReadOnly = append(box.ReadOnly, l.cfg.Install)
 	box.ReadOnly = append(box.ReadOnly, spec.MCPConfigFiles...)

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/rs/zerolog"
 )
@@ -103,6 +104,12 @@ func Migrate(shared, stateDir string, dirs map[string]string, log zerolog.Logger
 		}
 		conf := ConfigDir(home)
 		dst := filepath.Join(conf, "projects", ProjectName(dir))
+		// The person's sandbox writes the home: a link planted on the way
+		// would take the move somewhere else.
+		if err := noLinks(home, dst); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		if err := os.MkdirAll(dst, 0o700); err != nil {
 			errs = append(errs, err)
 			continue
@@ -119,12 +126,19 @@ func Migrate(shared, stateDir string, dirs map[string]string, log zerolog.Logger
 			id := m[1]
 			// A conversation's checkpoints (for rewinds) and its todos
 			// go with it.
-			_, err = move(filepath.Join(shared, "file-history", id), filepath.Join(conf, "file-history", id), log)
-			errs = append(errs, err)
-			todos, _ := filepath.Glob(filepath.Join(shared, "todos", id+"*"))
-			for _, t := range todos {
-				_, err = move(t, filepath.Join(conf, "todos", filepath.Base(t)), log)
-				errs = append(errs, err)
+			for _, d := range []string{"file-history", "todos"} {
+				if err := noLinks(home, filepath.Join(conf, d)); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				srcs := []string{filepath.Join(shared, d, id)}
+				if d == "todos" {
+					srcs, _ = filepath.Glob(filepath.Join(shared, d, id+"*"))
+				}
+				for _, src := range srcs {
+					_, err = move(src, filepath.Join(conf, d, filepath.Base(src)), log)
+					errs = append(errs, err)
+				}
 			}
 		}
 		_ = os.Remove(src) // only if it is empty now
@@ -134,6 +148,30 @@ func Migrate(shared, stateDir string, dirs map[string]string, log zerolog.Logger
 		moved += n
 	}
 	return moved, errors.Join(errs...)
+}
+
+// noLinks fails when a path element of p below home is a symbolic link
+// (elements that do not exist yet are made by the caller).
+func noLinks(home, p string) error {
+	rel, err := filepath.Rel(home, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%s is not inside %s", p, home)
+	}
+	cur := home
+	for _, el := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, el)
+		st, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if st.Mode()&os.ModeSymlink != 0 || !st.IsDir() {
+			return fmt.Errorf("not moved into %s: %s is not a folder (a link?)", home, cur)
+		}
+	}
+	return nil
 }
 
 // move renames src to dst, or copies and removes it across file

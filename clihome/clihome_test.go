@@ -96,3 +96,29 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("the second run overwrote the home's copy: %q", got)
 	}
 }
+
+// A person's sandbox writes their home: a link planted where the move
+// goes (their projects folder pointing at another person's notes) is
+// never followed; the conversation stays in the shared home.
+func TestMigrateFollowsNoLink(t *testing.T) {
+	shared, state, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	const id = "11111111-1111-1111-1111-111111111111"
+	write(t, filepath.Join(shared, "projects", "-srv-notes-sebastian", id+".jsonl"), "seb one")
+	conf := clihome.ConfigDir(clihome.Home(state, "sebastian"))
+	if err := os.MkdirAll(conf, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(conf, "projects")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := clihome.Migrate(shared, state, map[string]string{"sebastian": "/srv/notes/sebastian"}, zerolog.Nop())
+	if n != 0 || err == nil {
+		t.Fatalf("moved %d through a link (%v)", n, err)
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Fatalf("wrote %v where the link points", entries)
+	}
+	if got := read(filepath.Join(shared, "projects", "-srv-notes-sebastian", id+".jsonl")); got != "seb one" {
+		t.Fatalf("the shared copy: %q", got)
+	}
+}

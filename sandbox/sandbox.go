@@ -139,9 +139,11 @@ type Box struct {
 	// Dir is the working directory (the person's vault folder),
 	// read-write.
 	Dir string
-	// Writable are more folders the CLI writes in (the person's CLI
-	// home).
+	// Writable are more folders the CLI writes in, at their real paths.
 	Writable []string
+	// Mounts are folders mounted at another path inside (the person's
+	// CLI home, at a path that names nothing of the server's).
+	Mounts []Mount
 	// ReadOnly are files and folders it may read (the CLI's install, the
 	// session's configuration, the programs the owner's MCP servers
 	// run). A path that does not exist is left out.
@@ -160,6 +162,12 @@ type Box struct {
 	// starts a session of its own, with no controlling terminal, so
 	// nothing in it can push input into a terminal of the server's.
 	Terminal bool
+}
+
+// Mount is a host folder seen inside at At, writable or not.
+type Mount struct {
+	Host, At string
+	Writable bool
 }
 
 // Command is the command line that runs argv (an absolute program path
@@ -200,6 +208,16 @@ func (s *Sandbox) Command(box Box, argv ...string) []string {
 	}
 	for _, p := range existing(box.Writable) {
 		args = append(args, "--bind", p, p)
+	}
+	for _, m := range box.Mounts {
+		if len(existing([]string{m.Host})) == 0 || !filepath.IsAbs(m.At) {
+			continue
+		}
+		op := "--ro-bind"
+		if m.Writable {
+			op = "--bind"
+		}
+		args = append(args, op, filepath.Clean(m.Host), filepath.Clean(m.At))
 	}
 	for _, p := range existing(box.Sockets) {
 		args = append(args, "--bind", p, p)

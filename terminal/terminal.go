@@ -57,6 +57,9 @@ var (
 type Launch struct {
 	Argv []string
 	Env  []string
+	// Home is the CLI's home as the server sees it, where the first-run
+	// answers are written ("" : as Env says, HOME or CLAUDE_CONFIG_DIR).
+	Home string
 	Done func()
 }
 
@@ -281,7 +284,7 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 	if launch.Done != nil {
 		release = func(r func()) func() { return func() { r(); launch.Done() } }(release)
 	}
-	if err := m.firstRunAnswered(launch.Env, dir); err != nil {
+	if err := m.firstRunAnswered(launch, dir); err != nil {
 		release()
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}

@@ -130,7 +130,8 @@ func TestTerminalFirstRunFollowsNoLink(t *testing.T) {
 	t.Parallel()
 	s, _ := startWithShell(t)
 	id := s.newSessionAs(t, "sebastian")
-	conf := clihome.ConfigDir(clihome.Home(s.state, "sebastian"))
+	// The home as the sandbox sees it (it is mounted at /home/<person>).
+	conf := clihome.ConfigDir("/home/sebastian")
 	authFile := filepath.Join(filepath.Dir(s.state), "auth.json")
 	own := filepath.Join(conf, ".claude.json")
 
