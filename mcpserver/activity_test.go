@@ -24,6 +24,7 @@ func TestConcurrentPersonsNeverCross(t *testing.T) {
 		for i := range perPerson {
 			wg.Go(func() {
 				msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"linkedin_post","arguments":{"text":"%s %d"}}}`, i, person, i)
+				permissionCheck(w.srv, person, mcpserver.ToolPost, map[string]any{"text": fmt.Sprintf("%s %d", person, i)})
 				out, err := w.srv.HandleMessage(context.Background(), person, []byte(msg))
 				if err != nil {
 					errs <- err

@@ -23,8 +23,9 @@ import (
 
 // guardedSession is a real CLI session of person with the file tools, the
 // vault guard and the LinkedIn server wired as the server wires them, and a
-// client that allows every permission prompt: only the guard stands between
-// the model and the files.
+// client that allows every permission prompt (and tells the LinkedIn
+// server of each post let through, as the relay does): only the guard
+// stands between the model and the files.
 func guardedSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, person string) (*supervisor.CLI, *clitest.Recorder) {
 	tb.Helper()
 	h := hooks.New(hooks.Config{VaultRoot: env.VaultRoot, Logger: zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.WarnLevel)})
@@ -38,7 +39,6 @@ func guardedSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, pers
 			Env:            env.ChildEnv(),
 			SystemPrompt:   "You are a test assistant.",
 			Tools:          []string{"Read", "Write", "Edit", "Glob", post},
-			AllowedTools:   []string{post},
 			PermissionMode: "acceptEdits",
 			SDKMCPServers:  []string{mcpserver.ServerName},
 			Hooks:          h.Matchers(),
@@ -47,7 +47,13 @@ func guardedSession(tb testing.TB, env *clitest.Env, srv *mcpserver.Server, pers
 		},
 		Handlers: func(sess *supervisor.CLI) supervisor.Handlers {
 			return supervisor.Handlers{
+				// As the relay does for a person who publishes without
+				// asking: the post passes the permission check, which
+				// tells the LinkedIn server so.
 				CanUseTool: func(_ context.Context, req *supervisor.ControlRequest) (supervisor.PermissionResult, error) {
+					if req.ToolName == post {
+						srv.Approve(person, mcpserver.ToolPost, req.Input)
+					}
 					return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
 				},
 				HookCallback: func(ctx context.Context, req *supervisor.ControlRequest) (json.RawMessage, error) {

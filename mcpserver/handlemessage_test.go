@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/majorhq/major/mcpserver"
 )
 
 // cliMessages are the JSON-RPC messages the CLI 2.1.330 sent to an SDK MCP
@@ -48,6 +50,16 @@ func TestHandleMessageReplaysCLITranscript(t *testing.T) {
 	}
 	var got []rpcResponse
 	for _, m := range msgs {
+		var call struct {
+			Method string `json:"method"`
+			Params struct {
+				Name      string         `json:"name"`
+				Arguments map[string]any `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(m, &call) == nil && call.Method == "tools/call" {
+			permissionCheck(w.srv, "sebastian", call.Params.Name, call.Params.Arguments)
+		}
 		out, err := w.srv.HandleMessage(context.Background(), "sebastian", m)
 		if err != nil {
 			t.Fatal(err)
@@ -156,5 +168,31 @@ func TestHandleMessageProtocolErrors(t *testing.T) {
 				t.Fatalf("answer %s, want error code %d", out, tt.code)
 			}
 		})
+	}
+}
+
+// From a chat, a post, comment or reply runs only as the chat's
+// permission check let it through (Approve), once: anything else in the
+// person's sandbox can write an mcp_message onto the CLI's output, and
+// such a call never passed the check.
+func TestPublishingNeedsThePermissionCheck(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	call := json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"linkedin_post","arguments":{"text":"unasked"}}}`)
+	for i, approve := range []bool{false, true, false} {
+		if approve {
+			w.srv.Approve("sebastian", mcpserver.ToolPost, json.RawMessage(`{"text":"unasked"}`))
+		}
+		out, err := w.srv.HandleMessage(context.Background(), "sebastian", call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		posted := strings.Contains(string(out), "Posted to LinkedIn")
+		if posted != approve {
+			t.Fatalf("call %d (approved %v): %s", i, approve, out)
+		}
+	}
+	if n := len(w.api.Requests()); n != 1 {
+		t.Fatalf("LinkedIn got %d requests, want the approved one", n)
 	}
 }

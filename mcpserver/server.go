@@ -232,11 +232,13 @@ func (s *Server) HandleMessage(ctx context.Context, person string, msg json.RawM
 // Config.AutoPublish: an HTTP client has no way to ask the person.
 func (s *Server) HTTPHandler() http.Handler { return s.http }
 
-// Approve records that person approved one call of a publishing tool
-// (tool as the server names it) with exactly these arguments, on a card or
-// in the chat: the next such call from a chat session may repeat a
-// publish whose outcome was unknown. The approval is good for one call,
-// within a few minutes; an HTTP call never uses it.
+// Approve records that one call of a publishing tool (tool as the server
+// names it) of person's, with exactly these arguments, passed the chat's
+// permission check: the person approved it on a card or in the chat, or
+// it runs without asking for a person who publishes so. From a chat
+// session only such a call runs (once, within a few minutes), and only
+// such a call may repeat a publish whose outcome was unknown; an HTTP
+// call never uses it.
 func (s *Server) Approve(person, tool string, args json.RawMessage) {
 	if !slices.Contains(PublishingTools(), tool) {
 		return

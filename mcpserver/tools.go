@@ -224,7 +224,9 @@ func publishing(tool string, args map[string]any) (what, where string) {
 	return "post", "the LinkedIn activity page (Me → Posts & Activity on linkedin.com)"
 }
 
-// publish sends one post, comment or reply (create) at most once in
+// publish sends one post, comment or reply (create). From a chat, only
+// a call the CLI's permission check let through for this person with
+// exactly these arguments (Approve) runs, once. At most once in
 // RepeatWindow unless the person approves it again: an identical publish
 // whose outcome LinkedIn left open is refused, unless this call is one
 // the person approved in a chat (never over HTTP). An outcome that stays
@@ -241,6 +243,13 @@ func (s *Server) publish(ctx context.Context, tool, person string, req mcp.CallT
 		}
 		return "", failf("refused: an identical %s was sent at %s and LinkedIn never confirmed whether it was published, so it is not sent again until %s unless the person %s. It may be live already: ask the person to check %s.",
 			e.action, at.UTC().Format("2006-01-02 15:04 MST"), at.Add(RepeatWindow).UTC().Format("2006-01-02 15:04 MST"), how, where)
+	}
+	if !overHTTP(ctx) && !approved {
+		// From a chat, a call runs only as the CLI's permission check let
+		// it through (Approve): a request written onto the CLI's output by
+		// anything else in the person's sandbox never did.
+		s.log.Warn().Str("person", person).Str("tool", tool).Msg("a publishing call no permission check let through was refused")
+		return "", failf("refused: this %s was not let through by the permission check of this chat, so it is not sent. Call the tool again to ask the person.", e.action)
 	}
 	sent := s.now()
 	urn, err := create()

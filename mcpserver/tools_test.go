@@ -2,7 +2,9 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,7 +17,10 @@ import (
 )
 
 // startTools serves w's tools through mcp-go's test harness; every call acts
-// for person ("" for none), as a session would set it.
+// for person ("" for none), as a session would set it, and a publishing
+// call passed the chat's permission check as it would for a person who
+// publishes without asking: approved unless it repeats a publish whose
+// outcome was unknown (which the person must approve: w.srv.Approve).
 func startTools(tb *testing.T, w *world, person string) *mcptest.Server {
 	tb.Helper()
 	ts := mcptest.NewUnstartedServer(tb)
@@ -24,6 +29,7 @@ func startTools(tb *testing.T, w *world, person string) *mcptest.Server {
 		return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			if person != "" {
 				ctx = mcpserver.WithPerson(ctx, person)
+				permissionCheck(w.srv, person, req.Params.Name, req.GetArguments())
 			}
 			return next(ctx, req)
 		}
@@ -33,6 +39,18 @@ func startTools(tb *testing.T, w *world, person string) *mcptest.Server {
 	}
 	tb.Cleanup(ts.Close)
 	return ts
+}
+
+// permissionCheck is what the relay's permission check tells the server
+// of a publishing call it lets through without asking.
+func permissionCheck(srv *mcpserver.Server, person, tool string, args map[string]any) {
+	if !slices.Contains(mcpserver.PublishingTools(), tool) {
+		return
+	}
+	raw, _ := json.Marshal(args)
+	if srv.Warning(person, tool, raw) == "" {
+		srv.Approve(person, tool, raw)
+	}
 }
 
 func callTool(tb testing.TB, ts *mcptest.Server, name string, args map[string]any) (string, bool) {

@@ -268,8 +268,9 @@ type AskPolicy struct {
 	// ConfirmInChat call for the person who approves it (an identical
 	// publish whose outcome is unknown): on its card and in its draft.
 	Warn func(tool string, input json.RawMessage) string
-	// Approved, when not nil, is told of each ConfirmInChat call the
-	// person approved (on a card or in the chat), just before it runs.
+	// Approved, when not nil, is told of each ConfirmInChat call let
+	// through, just before it runs: one the person approved (on a card
+	// or in the chat), or one Ask let through without asking.
 	Approved func(tool string, input json.RawMessage)
 }
 
@@ -306,6 +307,11 @@ func (c *Session) CanUseTool(policy AskPolicy) func(ctx context.Context, req *su
 			return c.askQuestion(ctx, req, policy.Timeout)
 		}
 		if policy.Ask == nil || !policy.Ask(req.ToolName, req.Input) {
+			if policy.Approved != nil && policy.ConfirmInChat != nil && policy.ConfirmInChat(req.ToolName) {
+				// Let through without asking (a person who publishes so):
+				// the publishing server runs only what passed here.
+				policy.Approved(req.ToolName, req.Input)
+			}
 			return supervisor.PermissionResult{Allow: true, UpdatedInput: req.Input}, nil
 		}
 		return c.askPermission(ctx, req, policy)
