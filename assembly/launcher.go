@@ -349,8 +349,9 @@ func (l *Launcher) sandbox(person string, spec supervisor.Spec, conf config.Pers
 	box.ReadOnly = append(box.ReadOnly, l.cfg.Install)
 	box.ReadOnly = append(box.ReadOnly, spec.MCPConfigFiles...)
 	box.ReadOnly = append(box.ReadOnly, spec.PluginDirs...)
-	box.ReadOnly = append(box.ReadOnly, CertFiles(spec.Env)...)
-	named := mcpPaths(conf.MCPServers, spec.Env)
+	// The certificate files the environment names are named by the
+	// server's owner too: checked like the MCP servers' files.
+	named := append(mcpPaths(conf.MCPServers, spec.Env), CertFiles(spec.Env)...)
 	for _, p := range sb.Refused(named) {
 		l.log.Error().Str("person", person).Str("path", p).
 			Msg("an MCP server of the configuration names a file of the server's own; it is not mounted in the sandbox")

@@ -45,6 +45,7 @@ type Sandbox struct {
 	// system are the mounts every sandbox starts with.
 	system  []string
 	private []string
+	homes   []string
 }
 
 // Config configures a Sandbox.
@@ -58,9 +59,14 @@ type Config struct {
 	Root string
 	// Private are the server's own files and folders (the vault root,
 	// the state and configuration directories, the auth and LinkedIn
-	// files): a path a configuration names (Box.Named) is never mounted
-	// if it is one of them, inside one or holds one.
+	// files, its CLI configuration): a path a configuration names
+	// (Box.Named) is never mounted if it is one of them, inside one or
+	// holds one.
 	Private []string
+	// Homes are folders that must not be mounted whole (the server's
+	// home): a named path that is one or holds one is never mounted; what
+	// is inside may be (a program in ~/bin).
+	Homes []string
 }
 
 // New finds bwrap and checks that it can make a sandbox here, by making
@@ -80,15 +86,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		return nil, fmt.Errorf("%w: %s not found: %s", ErrUnavailable, name, Install)
 	}
 	s := &Sandbox{bwrap: path, system: systemMounts(cfg.Root)}
-	for _, p := range cfg.Private {
-		if p == "" {
-			continue
-		}
-		s.private = append(s.private, filepath.Clean(p))
-		if real, err := filepath.EvalSymlinks(p); err == nil && real != filepath.Clean(p) {
-			s.private = append(s.private, real)
-		}
-	}
+	s.private, s.homes = cleaned(cfg.Private), cleaned(cfg.Homes)
 	if err := s.probe(ctx); err != nil {
 		return nil, err
 	}
@@ -247,14 +245,35 @@ func (s *Sandbox) overlapsPrivate(p string) bool {
 	if err != nil {
 		return true
 	}
-	for _, q := range s.private {
-		for _, c := range []string{p, real} {
+	for _, c := range []string{p, real} {
+		for _, q := range s.private {
 			if within(c, q) || within(q, c) {
+				return true
+			}
+		}
+		for _, q := range s.homes {
+			if within(q, c) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// cleaned is paths, cleaned, each also as its links resolve, without
+// empty ones.
+func cleaned(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		out = append(out, filepath.Clean(p))
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != filepath.Clean(p) {
+			out = append(out, real)
+		}
+	}
+	return out
 }
 
 // within reports whether p is dir or inside it.

@@ -200,3 +200,25 @@ func TestInside(t *testing.T) {
 		t.Errorf("working directory is not the person's folder")
 	}
 }
+
+// The server's home is never mounted whole, nor through a folder that
+// holds it; a program inside it may be.
+func TestHomesAreNotMountedWhole(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	home := filepath.Join(root, "home", "server")
+	tool := filepath.Join(home, "bin", "tool")
+	if err := os.MkdirAll(filepath.Dir(tool), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Homes: []string{home}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sb.Refused([]string{tool, home, filepath.Dir(home), root}); !slices.Equal(got, []string{home, filepath.Dir(home), root}) {
+		t.Errorf("refused %q", got)
+	}
+}

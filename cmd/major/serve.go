@@ -110,7 +110,12 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	var box *sandbox.Sandbox
 	unsandboxed := ""
 	if cfg.Sandbox {
-		box, err = sandbox.New(ctx, sandbox.Config{PATH: lookup(cfg.Environ)("PATH"), Private: []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig}})
+		// Never mounted, whatever a configuration names: the server's own
+		// files and folders and its CLI configuration (its claude login,
+		// the CLI home all persons shared before); nor its home whole.
+		getenv := lookup(cfg.Environ)
+		private := []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig, clihome.SharedConfigDir(getenv)}
+		box, err = sandbox.New(ctx, sandbox.Config{PATH: getenv("PATH"), Private: private, Homes: []string{getenv("HOME")}})
 		if err != nil {
 			return err
 		}
