@@ -343,14 +343,15 @@ func Explain(err error) string {
 		return "Your notes are saved and committed, but the shared repository did not answer in time; the next change sends them."
 	case errors.As(err, &failed) && failed.Step == "push":
 		return "Your notes are saved and committed, but sending them to the shared repository failed; the next change tries again."
+	case errors.Is(err, ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// Cut off: a shutdown's deadline, or git's own bound.
+		return "Your notes are saved, but the server could not record them in git in time; the next change records them."
 	case errors.As(err, &failed):
 		return "Your notes are saved, but recording them in git failed; the server's log has the details."
 	case errors.Is(err, errWritesOpen):
 		return "Your notes are saved and committed; they are synced with the shared repository with the next change."
 	case errors.As(err, &refused):
 		return fmt.Sprintf("Your notes are saved and committed, except %s, whose name git does not accept.", strings.Join(refused.Paths, ", "))
-	case errors.Is(err, ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "Your notes are saved, but the server could not record them in git in time; the next change records them."
 	default:
 		return "Your notes are saved, but syncing them with git failed; the server's log has the details."
 	}
