@@ -199,7 +199,7 @@ func (p *Process) readLoop(stdout io.Reader) {
 // that left the group (setsid; possible without the sandbox, whose PID
 // namespace dies with bwrap) can still hold the pipes, and it must not
 // keep the slot and the session from being given back.
-const drainAfterExit = time.Second
+const drainAfterExit = 500 * time.Millisecond
 
 // reap is the one goroutine that waits for the process. exited, when the
 // platform can tell (nil otherwise), is closed once the process has
