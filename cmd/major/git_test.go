@@ -152,9 +152,14 @@ func TestATurnWhosePushHangsEnds(t *testing.T) {
 	gitIn(t, s.env.VaultRoot, "remote", "set-url", "--push", "origin", silent)
 
 	msg := `{"message":"[[tool Write {\"file_path\":\"note.md\",\"content\":\"kept\\n\"}]]"}`
+	begun := time.Now()
 	status, end := lastTwo(t, readAll(t, s.req(t, "POST", "/api/claude/chat-stream", msg)))
 	if end["type"] != "done" {
 		t.Fatalf("turn ended with %v", end)
+	}
+	// Not git's own bound of 30 s for every call: the remote's.
+	if took := time.Since(begun); took > 20*time.Second {
+		t.Fatalf("the turn took %s with --git-remote-timeout 2s", took)
 	}
 	if status["type"] != "status" || !strings.Contains(status["message"].(string), "did not answer in time") {
 		t.Fatalf("event before done: %v", status)
