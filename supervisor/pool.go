@@ -271,10 +271,29 @@ func (p *Pool) started(proc *Process, s *CLI) {
 	p.recordPid(proc)
 }
 
-// recordPid records a live process group for CleanOrphans.
-func (p *Pool) recordPid(proc *Process) {
+// Track records the process group pgid of a process the pool does not
+// run itself (a terminal's claude; program is its executable, which
+// /proc shows first on its command line) for CleanOrphans, as the
+// sessions' processes are: a server that dies without ending it kills it
+// when it starts again. forget removes the record once the group is
+// gone.
+func (p *Pool) Track(pgid int, program string) (forget func()) {
+	p.recordGroup(pgid, program)
+	return func() { p.forgetPid(pgid) }
+}
+
+// recordPid records a live process's group for CleanOrphans.
+func (p *Pool) recordPid(proc *Process) { p.recordGroup(proc.Pid(), proc.cfg.Path) }
+
+func (p *Pool) recordGroup(pgid int, program string) {
 	if p.cfg.PIDDir != "" {
-		_ = os.WriteFile(filepath.Join(p.cfg.PIDDir, strconv.Itoa(proc.Pid())), []byte(proc.cfg.Path+"\n"), 0o600)
+		_ = os.WriteFile(filepath.Join(p.cfg.PIDDir, strconv.Itoa(pgid)), []byte(program+"\n"), 0o600)
+	}
+}
+
+func (p *Pool) forgetPid(pgid int) {
+	if p.cfg.PIDDir != "" {
+		_ = os.Remove(filepath.Join(p.cfg.PIDDir, strconv.Itoa(pgid)))
 	}
 }
 
@@ -289,9 +308,7 @@ func (p *Pool) exited(proc *Process) {
 	}
 	p.signalLocked()
 	p.mu.Unlock()
-	if p.cfg.PIDDir != "" {
-		_ = os.Remove(filepath.Join(p.cfg.PIDDir, strconv.Itoa(proc.Pid())))
-	}
+	p.forgetPid(proc.Pid())
 }
 
 // idle wakes the turns waiting for a slot when a session's turn has ended:
@@ -347,6 +364,26 @@ func (p *Pool) Close() {
 	p.mu.Unlock()
 	for _, w := range waiting {
 		w.stop()
+	}
+}
+
+// Kill ends every process the pool knows at once, the sessions' and
+// those waiting for one: SIGKILL to each group, for a shutdown whose time
+// is up. Their sessions see them exit as after a crash.
+func (p *Pool) Kill() {
+	p.mu.Lock()
+	procs := make([]*Process, 0, len(p.live)+len(p.warm))
+	for proc := range p.live {
+		procs = append(procs, proc)
+	}
+	for w := range p.warm {
+		if w.proc != nil {
+			procs = append(procs, w.proc)
+		}
+	}
+	p.mu.Unlock()
+	for _, proc := range procs {
+		proc.Kill()
 	}
 }
 

@@ -99,7 +99,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		defer close(errDone)
 		_, _ = io.Copy(p.tail, stderr)
 	}()
-	go p.reap(readDone, errDone)
+	go p.reap(readDone, errDone, exitWatch(cmd.Process.Pid))
 	return p, nil
 }
 
@@ -193,18 +193,49 @@ func (p *Process) readLoop(stdout io.Reader) {
 	}
 }
 
-// reap is the one goroutine that waits for the process.
-func (p *Process) reap(readDone, errDone <-chan struct{}) {
-	<-readDone
-	// stdout is closed: the process is exiting. Give stderr a moment, but a
-	// grandchild holding it open must not keep us from reaping.
+// drainAfterExit bounds how long reap reads stdout and stderr once the
+// process has exited and its group is gone. What the process wrote is in
+// the pipes by then, and the group's members die at once: only a process
+// that left the group (setsid; possible without the sandbox, whose PID
+// namespace dies with bwrap) can still hold the pipes, and it must not
+// keep the slot and the session from being given back.
+const drainAfterExit = 500 * time.Millisecond
+
+// reap is the one goroutine that waits for the process. exited, when the
+// platform can tell (nil otherwise), is closed once the process has
+// exited, before it is reaped.
+func (p *Process) reap(readDone, errDone, exited <-chan struct{}) {
+	// stdout ends when every holder of it is gone, normally as the
+	// process exits. Otherwise the exit is what counts.
 	select {
-	case <-errDone:
-	case <-time.After(p.cfg.Grace):
+	case <-readDone:
+	case <-exited:
 	}
+	if exited != nil {
+		<-exited
+		// The group goes with its leader (the CLI, or bwrap). Unreaped,
+		// the leader keeps the group's id from being reused.
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	late := make(chan struct{})
+	drain := time.AfterFunc(drainAfterExit, func() { close(late) })
+	defer drain.Stop()
+	for _, d := range []<-chan struct{}{readDone, errDone} {
+		select {
+		case <-d:
+		case <-late:
+		}
+	}
+	// Wait closes our ends of the pipes (exec.Cmd's StdoutPipe and
+	// StderrPipe), which ends a read still waiting on a holder outside
+	// the group: nothing is read after this.
 	err := p.cmd.Wait()
-	// The CLI may leave children in its group; they go with it.
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	if exited == nil {
+		// The CLI may leave children in its group; they go with it.
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	<-readDone
+	<-errDone
 
 	closing := false
 	select {

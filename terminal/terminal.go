@@ -85,10 +85,12 @@ type Config struct {
 	// Commands answers the terminals' hook commands.
 	Commands *hooks.Commands
 	// Ended runs after a terminal ended, as at the end of a turn (leases
-	// released, changes committed); a status it returns is shown to the
+	// released, changes committed), within a minute or by the deadline
+	// of a shutdown (Shutdown); a status it returns is shown to the
 	// session's clients.
 	Ended func(ctx context.Context, person, sessionID string) string
-	// Pool, when set, gives each terminal a process slot.
+	// Pool, when set, gives each terminal a process slot and keeps its
+	// process group in the orphan records while it runs.
 	Pool *supervisor.Pool
 	// Grace is how long a terminal without a client stays alive; default
 	// 5m.
@@ -108,6 +110,11 @@ type Manager struct {
 	cfg Config
 	log zerolog.Logger
 	wg  sync.WaitGroup
+	// closing ends when a shutdown begins: a start waiting for a slot
+	// gives up. hooks ends when the shutdown's time is up: Ended hooks
+	// still running give up.
+	closing, hooks         context.Context
+	beginClose, closeHooks context.CancelFunc
 
 	mu   sync.Mutex
 	byID map[string]*Terminal
@@ -130,7 +137,10 @@ func NewManager(cfg Config) *Manager {
 	if cfg.InputBuffer <= 0 {
 		cfg.InputBuffer = 1 << 20
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{}, starting: map[string]chan struct{}{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{}, starting: map[string]chan struct{}{}}
+	m.closing, m.beginClose = context.WithCancel(context.Background())
+	m.hooks, m.closeHooks = context.WithCancel(context.Background())
+	return m
 }
 
 // Attach attaches a client to the terminal of session id (person's, whose
@@ -215,19 +225,49 @@ func (m *Manager) CanAttach(id string, chat Chat) error {
 	return chat.CanOpenTerminal()
 }
 
-// Close ends every terminal and waits until they are gone.
-func (m *Manager) Close() {
+// Close ends every terminal and waits until they are gone: Shutdown
+// without a deadline.
+func (m *Manager) Close() { m.Shutdown(context.Background()) }
+
+// Shutdown ends every terminal and waits until they are gone: a terminal
+// still starting is refused (a wait for a slot ends at once) and no
+// terminal starts from now on; the running ones are hung up, and killed
+// when ctx ends, and their Ended hooks end with ctx too. It may be
+// called again, and Close after it.
+func (m *Manager) Shutdown(ctx context.Context) {
 	m.mu.Lock()
 	m.closed = true
+	m.mu.Unlock()
+	m.beginClose()
+	gone, late := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(late)
+		select {
+		case <-ctx.Done():
+			m.closeHooks()
+			for _, t := range m.all() {
+				_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+			}
+		case <-gone:
+		}
+	}()
+	for _, t := range m.all() {
+		t.kill()
+	}
+	m.wg.Wait()
+	close(gone)
+	<-late
+}
+
+// all lists the terminals that run.
+func (m *Manager) all() []*Terminal {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	all := make([]*Terminal, 0, len(m.byID))
 	for _, t := range m.byID {
 		all = append(all, t)
 	}
-	m.mu.Unlock()
-	for _, t := range all {
-		t.kill()
-	}
-	m.wg.Wait()
+	return all
 }
 
 // End ends the terminal of session id, if one runs (the session was
@@ -261,15 +301,31 @@ func (m *Manager) Pid(id string) int {
 	return 0
 }
 
-// start starts session id's terminal and attaches its first client.
+// start starts session id's terminal and attaches its first client;
+// once a shutdown has begun, it starts none (ErrEnded).
 func (m *Manager) start(ctx context.Context, id, person, resume string, chat Chat) (*Client, error) {
 	release := func() {}
 	if m.cfg.Pool != nil {
+		// A shutdown ends the wait for a slot.
+		ctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(m.closing, cancel)
 		r, err := m.cfg.Pool.Hold(ctx, person)
+		stop()
+		cancel()
 		if err != nil {
+			if m.closing.Err() != nil {
+				return nil, ErrEnded
+			}
 			return nil, err
 		}
 		release = r
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		release()
+		return nil, ErrEnded
 	}
 	dir := m.cfg.Dir(person)
 	newID := ""
@@ -313,6 +369,10 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
 	t.cmd = cmd
+	t.forget = func() {}
+	if m.cfg.Pool != nil {
+		t.forget = m.cfg.Pool.Track(cmd.Process.Pid, launch.Argv[0])
+	}
 	t.log = m.log.With().Str("session", id).Str("person", person).Int("pid", cmd.Process.Pid).Logger()
 	t.log.Info().Str("resume", resume).Msg("terminal started")
 	// Attached before anything runs, the client hears even of an end
@@ -320,7 +380,7 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 	c := t.attach()
 	m.mu.Lock()
 	m.byID[id] = t
-	closed := m.closed
+	closed = m.closed
 	m.mu.Unlock()
 	readDone, writeDone := make(chan struct{}), make(chan struct{})
 	m.wg.Add(3)
@@ -339,7 +399,7 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		t.wait(readDone, writeDone)
 	}()
 	if closed {
-		t.kill() // Close did not see this terminal
+		t.kill() // the shutdown began as it started, and did not see it
 	}
 	return c, nil
 }
@@ -374,7 +434,9 @@ type Terminal struct {
 	pty        *os.File
 	release    func()
 	unregister func()
-	done       chan struct{}
+	// forget removes the terminal's group from the orphan records.
+	forget func()
+	done   chan struct{}
 	// typed has a token when input waits; stopInput is closed when the
 	// terminal ends. Both are writeInput's.
 	typed     chan struct{}
@@ -484,6 +546,7 @@ func (t *Terminal) writeInput() {
 func (t *Terminal) wait(readDone, writeDone <-chan struct{}) {
 	err := t.cmd.Wait()
 	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+	t.forget()
 	_ = t.pty.Close()
 	close(t.stopInput)
 	<-readDone
@@ -502,7 +565,7 @@ func (t *Terminal) wait(readDone, writeDone <-chan struct{}) {
 	t.release()
 	t.log.Info().AnErr("exit", err).Msg("terminal ended")
 	if t.m.cfg.Ended != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(t.m.hooks, time.Minute)
 		if status := t.m.cfg.Ended(ctx, t.person, t.id); status != "" {
 			t.chat.Notice(status)
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/internal/procgroup"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
@@ -77,8 +79,10 @@ func (c *chat) closes() int {
 type world struct {
 	*terminal.Manager
 	pool *supervisor.Pool
-	// dir is the script's working folder.
-	dir string
+	// dir is the script's working folder; pids the pool's orphan records.
+	dir, pids string
+	// launches counts the terminals' programs about to start.
+	launches atomic.Int32
 }
 
 func newWorld(tb testing.TB, script string, cfg terminal.Config) *world {
@@ -88,21 +92,39 @@ func newWorld(tb testing.TB, script string, cfg terminal.Config) *world {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 30 * time.Second, Logger: log})
+	// A slot wait never ends on its own here: what ends it is the test's.
+	pids := filepath.Join(tb.TempDir(), "pids")
+	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: time.Hour, PIDDir: pids, Logger: log})
 	dir := tb.TempDir()
 	home := tb.TempDir()
+	w := &world{pool: pool, dir: dir, pids: pids}
 	cfg.Launch = func(string, string, string, string) (terminal.Launch, error) {
+		w.launches.Add(1)
 		return terminal.Launch{Argv: []string{"/bin/sh", "-c", script}, Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}}, nil
 	}
 	cfg.Dir = func(string) string { return dir }
 	cfg.Commands, cfg.Pool, cfg.Logger = cmds, pool, log
-	m := terminal.NewManager(cfg)
+	w.Manager = terminal.NewManager(cfg)
 	tb.Cleanup(func() {
-		m.Close()
+		w.Close()
 		pool.Close()
 		_ = cmds.Close()
 	})
-	return &world{Manager: m, pool: pool, dir: dir}
+	return w
+}
+
+// records are the process groups in the orphan records.
+func (w *world) records(tb testing.TB) []string {
+	tb.Helper()
+	entries, err := os.ReadDir(w.pids)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
 }
 
 // notReading is a program that puts its terminal in raw mode, as the CLI
@@ -346,4 +368,121 @@ func TestAttachingWhileTheTerminalStarts(t *testing.T) {
 	}
 	b.c.End()
 	eventually(t, "the terminal's end", func() bool { return w.Live() == 0 })
+}
+
+// A shutdown that begins while a terminal waits for a process slot ends
+// the wait: the attach is refused with ErrEnded, the terminal's program
+// never starts, the chat has its conversation back, and the shutdown
+// does not wait for a slot.
+func TestShutdownWhileATerminalWaitsForASlot(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, notReading, terminal.Config{})
+	release, err := w.pool.Hold(context.Background(), "petra") // the one slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	ch := &chat{}
+	attached := make(chan error, 1)
+	go func() {
+		_, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+		attached <- err
+	}()
+	eventually(t, "the start", func() bool { return ch.opens() == 1 })
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		w.Close()
+	}()
+	within(t, "the shutdown, while a terminal waits for a slot", closed)
+	select {
+	case err := <-attached:
+		if !errors.Is(err, terminal.ErrEnded) {
+			t.Fatalf("attach during the shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attach is still waiting")
+	}
+	if n := w.launches.Load(); n != 0 {
+		t.Fatalf("%d terminals started after the shutdown began", n)
+	}
+	if ch.closes() != 1 || w.pool.Live() != 1 || len(w.records(t)) != 0 {
+		t.Fatalf("after the shutdown: conversation given back %d times, %d slots held, records %v",
+			ch.closes(), w.pool.Live(), w.records(t))
+	}
+}
+
+// A running terminal's process group is in the orphan records, as a
+// session's CLI is: a server that died without ending it kills it when it
+// starts again (CleanOrphans). An ended terminal leaves no record.
+func TestATerminalIsInTheOrphanRecords(t *testing.T) {
+	t.Parallel()
+	// The shell stays the group's leader, as bwrap does around the CLI.
+	w := newWorld(t, "stty raw -echo; sleep 600", terminal.Config{})
+	ch := &chat{}
+	for i, end := range []func(*terminal.Client){
+		func(c *terminal.Client) { c.End() },
+		func(*terminal.Client) {
+			if n := supervisor.CleanOrphans(w.pids, zerolog.Nop()); n != 1 {
+				t.Errorf("a new server killed %d terminals", n)
+			}
+		},
+	} {
+		c, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := w.Pid("s1")
+		if got := w.records(t); len(got) != 1 || got[0] != strconv.Itoa(pid) {
+			t.Fatalf("orphan records %v while terminal %d runs", got, pid)
+		}
+		end(c)
+		eventually(t, "the terminal's end", func() bool { return w.Live() == 0 && ch.closes() == i+1 })
+		// The shell's child is a zombie until init reaps it.
+		if live := procgroup.WaitGone(pid, 3*time.Second); len(live) != 0 {
+			t.Errorf("the terminal's process group is still there: %v", live)
+		}
+		if got := w.records(t); len(got) != 0 {
+			t.Fatalf("orphan records %v after the terminal ended", got)
+		}
+	}
+}
+
+// A shutdown's deadline holds for the terminals: one whose program
+// ignores the hang-up is killed when it comes, and an Ended hook still
+// running then (a commit waiting for a remote) is cut off by it rather
+// than by its own minute.
+func TestShutdownDeadlineEndsTerminalsAndTheirHooks(t *testing.T) {
+	t.Parallel()
+	hookCut := make(chan error, 1)
+	w := newWorld(t, "trap '' HUP; stty raw -echo; exec sleep 600", terminal.Config{
+		Ended: func(ctx context.Context, _, _ string) string {
+			<-ctx.Done()
+			hookCut <- ctx.Err()
+			return ""
+		},
+	})
+	ch := &chat{}
+	if _, err := w.Attach(context.Background(), "s1", "sebastian", ch); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the shutdown's time is up at once
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Shutdown(ctx)
+	}()
+	within(t, "the shutdown", done)
+	select {
+	case err := <-hookCut:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the hook's context ended with %v", err)
+		}
+	default:
+		t.Fatal("the shutdown returned before the terminal's hook")
+	}
+	if w.Live() != 0 || ch.closes() != 1 || len(w.records(t)) != 0 {
+		t.Fatalf("after the shutdown: %d terminals, conversation given back %d times, records %v", w.Live(), ch.closes(), w.records(t))
+	}
 }

@@ -23,6 +23,8 @@ func TestExplainNeverRepeatsGit(t *testing.T) {
 		{fmt.Errorf("git pull: %w", errWritesOpen), "synced with the shared repository with the next change"},
 		{fmt.Errorf("git pull: %w", gitSays), "syncing them with git failed"},
 		{fmt.Errorf("wait for git queue: %w", context.DeadlineExceeded), "could not record them in git in time"},
+		{&SyncError{Step: "commit", Err: &gitError{args: []string{"commit"}, err: fmt.Errorf("%w (signal: killed)", context.Canceled)}}, "could not record them in git in time"},
+		{errors.Join(&SyncError{Step: "pull", Err: fmt.Errorf("%w: %w", ErrRemoteTimeout, gitSays)}, &RefusedPathsError{Paths: []string{"a/.GIT/x"}}), "did not answer in time"},
 	} {
 		got := Explain(c.err)
 		if !strings.Contains(got, c.want) || (c.want == "" && got != "") {

@@ -18,6 +18,11 @@ import (
 // ErrClosed is returned by a GitSync that has been closed.
 var ErrClosed = errors.New("git sync is closed")
 
+// ErrRemoteTimeout says the remote did not answer a pull or a push within
+// GitConfig.RemoteTimeout: the sync committed locally and did not wait
+// for it any longer; the next sync tries again.
+var ErrRemoteTimeout = errors.New("the remote did not answer in time")
+
 // errWritesOpen says a sync did not pull because files were still being
 // written; the next sync catches up.
 var errWritesOpen = errors.New("files were still being written, so the vault was not pulled; the next sync catches up")
@@ -35,6 +40,11 @@ type GitConfig struct {
 	Branch string
 	// Timeout bounds each git call; default 30s.
 	Timeout time.Duration
+	// RemoteTimeout bounds each call that talks to the remote (a pull, a
+	// push): a remote that accepts connections and never answers holds a
+	// sync, and the turn end waiting for it, this long at most (Timeout
+	// too, if shorter); default 20s.
+	RemoteTimeout time.Duration
 	// PushRetries bounds how often a push the remote rejected is pulled
 	// and tried again; default 3.
 	PushRetries int
@@ -82,6 +92,9 @@ type GitSync struct {
 func NewGitSync(cfg GitConfig) *GitSync {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.RemoteTimeout <= 0 {
+		cfg.RemoteTimeout = 20 * time.Second
 	}
 	if cfg.PushRetries <= 0 {
 		cfg.PushRetries = 3
@@ -227,6 +240,10 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 	switch {
 	case up.remote == "":
 		return also
+	case errors.Is(pullErr, ErrRemoteTimeout):
+		// A push would wait as long for the remote; the next sync sends
+		// this commit.
+		return errors.Join(g.fail("pull", pullErr), also)
 	case committed:
 		retries := g.cfg.PushRetries
 		if !quiet {
@@ -306,7 +323,7 @@ func (g *GitSync) fail(step string, err error) error {
 // SyncError is a step of a sync that failed; Err has git's own words,
 // which belong in the server's log.
 type SyncError struct {
-	Step string // "find upstream", "commit" or "push"
+	Step string // "find upstream", "pull", "commit" or "push"
 	Err  error
 }
 
@@ -322,16 +339,19 @@ func Explain(err error) string {
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, ErrRemoteTimeout):
+		return "Your notes are saved and committed, but the shared repository did not answer in time; the next change sends them."
 	case errors.As(err, &failed) && failed.Step == "push":
 		return "Your notes are saved and committed, but sending them to the shared repository failed; the next change tries again."
+	case errors.Is(err, ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// Cut off: a shutdown's deadline, or git's own bound.
+		return "Your notes are saved, but the server could not record them in git in time; the next change records them."
 	case errors.As(err, &failed):
 		return "Your notes are saved, but recording them in git failed; the server's log has the details."
 	case errors.Is(err, errWritesOpen):
 		return "Your notes are saved and committed; they are synced with the shared repository with the next change."
 	case errors.As(err, &refused):
 		return fmt.Sprintf("Your notes are saved and committed, except %s, whose name git does not accept.", strings.Join(refused.Paths, ", "))
-	case errors.Is(err, ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "Your notes are saved, but the server could not record them in git in time; the next change records them."
 	default:
 		return "Your notes are saved, but syncing them with git failed; the server's log has the details."
 	}
@@ -389,12 +409,14 @@ func (g *GitSync) upstream(ctx context.Context) (upstream, error) {
 // pull rebases local commits onto the remote branch. A remote without the
 // branch yet (a new, empty remote) has nothing to pull.
 func (g *GitSync) pull(ctx context.Context, up upstream) error {
-	_, err := g.git(ctx, "pull", "--rebase", "--autostash", "--quiet", up.remote, up.branch)
+	_, err := g.remote(ctx, "pull", "--rebase", "--autostash", "--quiet", up.remote, up.branch)
 	if err == nil {
 		return nil
 	}
-	if _, lsErr := g.git(ctx, "ls-remote", "--exit-code", "--heads", up.remote, up.branch); isExit(lsErr, 2) {
-		return nil
+	if !errors.Is(err, ErrRemoteTimeout) {
+		if _, lsErr := g.remote(ctx, "ls-remote", "--exit-code", "--heads", up.remote, up.branch); isExit(lsErr, 2) {
+			return nil
+		}
 	}
 	// A conflicting rebase stops half way, a killed one leaves its lock:
 	// put the branch back as it was so the work tree stays usable and the
@@ -603,7 +625,7 @@ func (g *GitSync) push(ctx context.Context, up upstream, retries int) error {
 				return fmt.Errorf("pull after rejected push: %w", perr)
 			}
 		}
-		_, err = g.git(ctx, "push", "--quiet", "--porcelain", up.remote, "HEAD:refs/heads/"+up.branch)
+		_, err = g.remote(ctx, "push", "--quiet", "--porcelain", up.remote, "HEAD:refs/heads/"+up.branch)
 		if err == nil || !rejected(err) {
 			return err
 		}
@@ -660,7 +682,27 @@ func isExit(err error, code int) bool {
 
 // git runs one git command in Root, bounded by Timeout, and returns stdout.
 func (g *GitSync) git(ctx context.Context, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	return g.run(ctx, g.cfg.Timeout, args)
+}
+
+// remote is git for a command that talks to the remote, bounded by
+// RemoteTimeout; running out of time is ErrRemoteTimeout.
+func (g *GitSync) remote(ctx context.Context, args ...string) (string, error) {
+	out, err := g.run(ctx, min(g.cfg.RemoteTimeout, g.cfg.Timeout), args)
+	if errors.Is(err, errOwnTimeout) {
+		err = fmt.Errorf("%w: %w", ErrRemoteTimeout, err)
+	}
+	return out, err
+}
+
+// errOwnTimeout marks a git call that ran out of its own bound, rather
+// than its caller's context.
+var errOwnTimeout = errors.New("git took too long")
+
+// run runs one git command in Root, bounded by timeout, and returns
+// stdout.
+func (g *GitSync) run(parent context.Context, timeout time.Duration, args []string) (string, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	full := append([]string{
 		"-c", "user.name=" + g.cfg.AuthorName,
@@ -693,8 +735,11 @@ func (g *GitSync) git(ctx context.Context, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		switch {
+		case parent.Err() != nil:
+			err = fmt.Errorf("%w (%v)", parent.Err(), err)
+		case ctx.Err() != nil:
+			err = fmt.Errorf("%w after %s (%w: %v)", errOwnTimeout, timeout, ctx.Err(), err)
 		}
 		return stdout.String(), &gitError{args: args, err: err, output: stderr.String() + stdout.String()}
 	}

@@ -178,6 +178,60 @@ func TestGitSyncFailuresAreErrorsButTheWriteIsKept(t *testing.T) {
 	}
 }
 
+// A remote that accepts connections and never answers holds a sync for
+// RemoteTimeout, not for the far longer bound of every git call: a pull
+// that got no answer is not followed by a push (nor the push by
+// anything), the write is committed locally, and the error says that the
+// remote did not answer in time, in those words for the person too.
+func TestGitSyncARemoteThatNeverAnswers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		point func(tb testing.TB, root, silent string)
+	}{
+		{"the pull hangs", func(tb testing.TB, root, silent string) {
+			git(tb, root, "remote", "set-url", "origin", silent)
+		}},
+		{"the push hangs", func(tb testing.TB, root, silent string) {
+			git(tb, root, "remote", "set-url", "--push", "origin", silent)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			root := newRepo(t)
+			withRemote(t, root)
+			silent, accepted := silentRemote(t)
+			c.point(t, root, silent)
+			g := newGitSync(t, vault.GitConfig{Root: root, Timeout: 10 * time.Minute, RemoteTimeout: time.Second})
+			synced := make(chan error, 1)
+			go func() {
+				synced <- g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
+					writeFile(t, filepath.Join(root, "log.md"), "kept\n")
+					return nil
+				})
+			}()
+			var err error
+			select {
+			case err = <-synced:
+			case <-time.After(time.Minute):
+				t.Fatal("the sync is still waiting for a remote that never answers")
+			}
+			if !errors.Is(err, vault.ErrRemoteTimeout) {
+				t.Fatalf("sync error %v, want ErrRemoteTimeout", err)
+			}
+			if got := vault.Explain(err); !strings.Contains(got, "did not answer in time") {
+				t.Fatalf("the person is told %q", got)
+			}
+			if got := git(t, root, "log", "-1", "--format=%s"); got != "Log" {
+				t.Fatalf("last commit = %q, want the entry committed locally", got)
+			}
+			if n := accepted(); n != 1 {
+				t.Fatalf("the remote was asked %d times in one sync", n)
+			}
+		})
+	}
+}
+
 func TestGitSyncClose(t *testing.T) {
 	t.Parallel()
 	root := newRepo(t)

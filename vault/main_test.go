@@ -22,4 +22,6 @@ var (
 	withRemote = vaulttest.WithRemote
 	otherClone = vaulttest.OtherClone
 	newGitSync = vaulttest.NewGitSync
+	// silentRemote is a remote that accepts connections and never answers.
+	silentRemote = vaulttest.SilentRemote
 )

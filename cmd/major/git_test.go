@@ -3,11 +3,15 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/majorhq/major/vault/vaulttest"
 )
 
 func gitIn(tb testing.TB, dir string, args ...string) string {
@@ -111,5 +115,119 @@ func TestTurnEndGitInTheVault(t *testing.T) {
 	}
 	if got := strings.Join(types, ","); got != "turn_start,status,status,status,done" {
 		t.Fatalf("events after restart: %s", got)
+	}
+}
+
+// tracks makes the vault's branch track remote (a URL or a path) as
+// origin.
+func tracks(tb testing.TB, vault, remote string) {
+	tb.Helper()
+	gitIn(tb, vault, "remote", "add", "origin", remote)
+	gitIn(tb, vault, "config", "branch.main.remote", "origin")
+	gitIn(tb, vault, "config", "branch.main.merge", "refs/heads/main")
+}
+
+// lastTwo are the last two events of a compat stream: the status before
+// the terminal event, and the terminal event.
+func lastTwo(tb testing.TB, body string) (status, end map[string]any) {
+	tb.Helper()
+	evs := compatLines(tb, body)
+	if len(evs) < 2 {
+		tb.Fatalf("stream: %s", body)
+	}
+	return evs[len(evs)-2], evs[len(evs)-1]
+}
+
+// A turn whose end-of-turn push gets no answer (the vault's remote
+// accepts connections and never answers) ends once --git-remote-timeout
+// is up, with its done and a status that says the shared repository did
+// not answer in time; the note is committed locally.
+func TestATurnWhosePushHangsEnds(t *testing.T) {
+	t.Parallel()
+	s := start(t, "--git-remote-timeout", "2s")
+	bare := filepath.Join(t.TempDir(), "vault.git")
+	gitIn(t, filepath.Dir(bare), "init", "-q", "--bare", "-b", "main", bare)
+	tracks(t, s.env.VaultRoot, bare)
+	silent, accepted := vaulttest.SilentRemote(t)
+	gitIn(t, s.env.VaultRoot, "remote", "set-url", "--push", "origin", silent)
+
+	msg := `{"message":"[[tool Write {\"file_path\":\"note.md\",\"content\":\"kept\\n\"}]]"}`
+	begun := time.Now()
+	status, end := lastTwo(t, readAll(t, s.req(t, "POST", "/api/claude/chat-stream", msg)))
+	if end["type"] != "done" {
+		t.Fatalf("turn ended with %v", end)
+	}
+	// Not git's own bound of 30 s for every call: the remote's.
+	if took := time.Since(begun); took > 20*time.Second {
+		t.Fatalf("the turn took %s with --git-remote-timeout 2s", took)
+	}
+	if status["type"] != "status" || !strings.Contains(status["message"].(string), "did not answer in time") {
+		t.Fatalf("event before done: %v", status)
+	}
+	if got := gitIn(t, s.env.VaultRoot, "log", "--format=%s", "--", "sebastian/note.md"); !strings.HasPrefix(got, "Session ") {
+		t.Fatalf("the note was not committed locally: %q", got)
+	}
+	if n := accepted(); n != 1 {
+		t.Fatalf("the remote was asked %d times", n)
+	}
+}
+
+// SIGTERM while a turn's end waits for a vault remote that accepts
+// connections and never answers, and another chat's turn runs: run
+// returns within --shutdown-grace and a second, and both clients get
+// their turn's done, the waiting one with a status that says its notes
+// were not recorded in git in time.
+func TestShutdownWithARemoteThatNeverAnswers(t *testing.T) {
+	t.Parallel()
+	const grace = 3 * time.Second
+	s := start(t, "--shutdown-grace", grace.String())
+	silent, accepted := vaulttest.SilentRemote(t)
+	tracks(t, s.env.VaultRoot, silent)
+
+	// One chat runs a turn, another writes a note and its turn's end
+	// waits for the remote.
+	running := s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[slow 400 50]]"}`)
+	defer running.Body.Close()
+	lines := bufio.NewReader(running.Body)
+	for {
+		line, err := lines.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the running turn's stream ended: %v", err)
+		}
+		if strings.Contains(line, "tick") {
+			break
+		}
+	}
+	msg := `{"message":"[[tool Write {\"file_path\":\"note.md\",\"content\":\"kept\\n\"}]]"}`
+	writing := s.req(t, "POST", "/api/claude/chat-stream", msg)
+	defer writing.Body.Close()
+	waitFor(t, time.Minute, "the turn end's pull", func() bool { return accepted() > 0 })
+
+	begun := time.Now()
+	s.cancel()
+	rest, err := io.ReadAll(lines)
+	if err != nil {
+		t.Fatalf("the running turn's stream: %v", err)
+	}
+	if _, end := lastTwo(t, string(rest)); end["type"] != "done" {
+		t.Fatalf("the running turn ended with %v", end)
+	}
+	status, end := lastTwo(t, readAll(t, writing))
+	if end["type"] != "done" || status["type"] != "status" || !strings.Contains(status["message"].(string), "in time") {
+		t.Fatalf("the writing turn ended with %v after %v", end, status)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.done <- nil
+	case <-time.After(2 * time.Minute):
+		t.Fatal("run did not return")
+	}
+	took := time.Since(begun)
+	t.Logf("shutdown took %s", took)
+	if took > grace+time.Second {
+		t.Fatalf("shutdown took %s with --shutdown-grace %s", took, grace)
 	}
 }

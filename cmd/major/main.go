@@ -68,7 +68,9 @@ type config struct {
 	AskTimeout     time.Duration
 	StallTimeout   time.Duration
 	ShutdownGrace  time.Duration
-	MaxProcesses   int
+	// GitRemoteTimeout bounds each pull and push of the vault.
+	GitRemoteTimeout time.Duration
+	MaxProcesses     int
 	// MaxPerPerson bounds one person's processes; 0 until parseFlags
 	// applies the default, half of MaxProcesses rounded up.
 	MaxPerPerson int
@@ -151,7 +153,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (MAJOR_LOG_LEVEL)")
 	fs.DurationVar(&c.AskTimeout, "ask-timeout", relay.DefaultAskTimeout, "how long a question or permission prompt waits (MAJOR_ASK_TIMEOUT)")
 	fs.DurationVar(&c.StallTimeout, "stall-timeout", 10*time.Minute, "kill a claude that writes nothing this long during a turn (MAJOR_STALL_TIMEOUT)")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown waits for turns to end (MAJOR_SHUTDOWN_GRACE)")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown takes at most: turns are interrupted and end, their commits are cut off at half of it, every process is gone by its end (MAJOR_SHUTDOWN_GRACE)")
+	fs.DurationVar(&c.GitRemoteTimeout, "git-remote-timeout", 20*time.Second, "how long each pull and push of the vault's repository may take; a remote that does not answer in time is tried again with the next change (MAJOR_GIT_REMOTE_TIMEOUT)")
 	fs.IntVar(&c.MaxProcesses, "max-processes", 8, "most claude processes alive at once, about 200 MB each (MAJOR_MAX_PROCESSES; 0: no limit)")
 	fs.IntVar(&c.MaxPerPerson, "max-processes-per-person", 0, "most claude processes one person's chats hold at once, so others always get one (MAJOR_MAX_PROCESSES_PER_PERSON; default: half of --max-processes, rounded up)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 15*time.Minute, "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
@@ -227,6 +230,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, errors.New("--max-turns (MAJOR_MAX_TURNS) must be 0 (no limit) or more")
 	case c.TerminalGrace <= 0:
 		return c, errors.New("--terminal-grace (MAJOR_TERMINAL_GRACE) must be positive")
+	case c.ShutdownGrace <= 0:
+		return c, errors.New("--shutdown-grace (MAJOR_SHUTDOWN_GRACE) must be positive")
+	case c.GitRemoteTimeout <= 0:
+		return c, errors.New("--git-remote-timeout (MAJOR_GIT_REMOTE_TIMEOUT) must be positive")
 	}
 	return c, nil
 }
@@ -285,13 +292,14 @@ func listen(ctx context.Context, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveHTTP serves h on ln until ctx ends, then shuts down within grace.
+// serveHTTP serves h on ln until ctx ends, then begins down, runs
+// onShutdown and drains until down's time is up.
 // A client has readTimeout to send a request, body included, and a
 // connection idle for keepAlive between requests is closed. There is no
 // write timeout, so an answer streams for as long as its turn lasts (the
 // relay bounds each line it writes); net/http lifts the read deadline once
 // the body is read, so ReadTimeout never ends a stream either.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, readTimeout, keepAlive, grace time.Duration, onShutdown func()) error {
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, readTimeout, keepAlive time.Duration, down *shutdown, onShutdown func()) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: min(10*time.Second, readTimeout),
 		ReadTimeout: readTimeout, IdleTimeout: keepAlive}
 	errc := make(chan error, 1)
@@ -301,12 +309,11 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, readTimeout
 		return err
 	case <-ctx.Done():
 	}
+	down.begin()
 	if onShutdown != nil {
 		onShutdown()
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
+	err := srv.Shutdown(down.end)
 	<-errc
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)

@@ -543,7 +543,9 @@ func TestFlagsAndEnv(t *testing.T) {
 	for _, args := range [][]string{{}, {"--vault-root", "/v"}, {"--vault-root", "/v", "--auth-file", "/a", "extra"},
 		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "*"},
 		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "https://notes.example/app"},
-		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "notes.example"}} {
+		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "notes.example"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--shutdown-grace", "0s"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--git-remote-timeout", "-1s"}} {
 		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Fatalf("args %v accepted", args)
 		}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -45,6 +46,9 @@ func claudeVersion(ctx context.Context, bin string) (string, error) {
 }
 
 func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer) error {
+	// Everything below stops by the end of it.
+	down := newShutdown(cfg.ShutdownGrace)
+	defer down.close()
 	claude, err := findClaude(cfg.Claude)
 	if err != nil {
 		return err
@@ -179,7 +183,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		log.Error().Err(err).Msg("NOT READY: every turn will fail until this is fixed; /readyz answers 503")
 	}
 
-	git := vault.NewGitSync(vault.GitConfig{Root: vaultRoot, Logger: log})
+	git := vault.NewGitSync(vault.GitConfig{Root: vaultRoot, RemoteTimeout: cfg.GitRemoteTimeout, Logger: log})
 	defer git.Close()
 	accounts, err := linkedin.LoadConfig(cfg.LinkedInConfig)
 	if err != nil {
@@ -227,7 +231,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	pool := supervisor.NewPool(supervisor.PoolConfig{Max: cfg.MaxProcesses, MaxPerPerson: cfg.MaxPerPerson, IdleTimeout: cfg.IdleTimeout,
 		SlotWait: cfg.SlotWait, PIDDir: pidDir, Logger: log})
-	defer pool.Close()
+	// A process still running when the shutdown's time is up is killed:
+	// the sessions' stops and the warm pool's wait no longer.
+	stopKill := down.onEnd(pool.Kill)
+	defer func() {
+		pool.Close()
+		stopKill()
+	}()
 	hk := hooks.New(hooks.Config{VaultRoot: vaultRoot, Git: git, Logger: log})
 	launcher = assembly.New(assembly.Config{Claude: claude, Env: childEnv, VaultRoot: vaultRoot,
 		Install: install, Sandbox: box, Home: func(p string) string { return clihome.Home(cfg.StateDir, p) },
@@ -237,6 +247,14 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Hooks: hk, MCP: mcp, Pool: pool, Logger: log,
 		// The same limits for everyone, from the flags.
 		LimitsFor: func(string) assembly.Limits { return cfg.Limits }})
+	// A turn's end (a chat's, a terminal's) commits and syncs the
+	// person's changes; once a shutdown has begun it has until the
+	// shutdown's hooks deadline, so the turn's clients still hear of it.
+	endTurn := func(ctx context.Context, person, sessionID string) string {
+		ctx, cancel := down.bound(ctx)
+		defer cancel()
+		return launcher.EndTurn(ctx, person, sessionID)
+	}
 	// New chats of the persons active lately start in processes started
 	// ahead for them; Close stops those still waiting.
 	pool.Warm(supervisor.WarmConfig{PerPerson: cfg.Warm, Launch: launcher.Warm})
@@ -246,7 +264,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
 		Metered:       gw != nil,
-		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: launcher.EndTurn,
+		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: endTurn,
 		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound,
 		ServerPaths: serverPaths(vaultRoot, repository, cfg.StateDir, cfg.ConfigDir, claude, cfg.Environ, install), Logger: log})
 	if err != nil {
@@ -258,7 +276,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	// hands its conversation back to its session.
 	var terminals *terminalSet
 	if box != nil {
-		terminals, err = startTerminals(cfg, hk, launcher, pool, log)
+		terminals, err = startTerminals(cfg, hk, launcher, pool, endTurn, log)
 		if err != nil {
 			return err
 		}
@@ -304,14 +322,18 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	log.Info().Str("addr", "http://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
 		Str("sandbox", map[bool]string{true: "on", false: "off"}[box != nil]).
 		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
-	return serveHTTP(ctx, ln, api, cfg.ReadTimeout, cfg.KeepAlive, cfg.ShutdownGrace, func() {
+	return serveHTTP(ctx, ln, api, cfg.ReadTimeout, cfg.KeepAlive, down, func() {
 		// Running turns are interrupted and end with their terminal
-		// events while their clients are still connected; then streams
-		// close and the HTTP server drains.
-		log.Info().Msg("shutting down: interrupting running turns")
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace/2)
-		defer cancel()
-		sessions.Shutdown(sctx)
+		// events while their clients are still connected, and the
+		// terminals end (hung up, killed at the hooks' deadline); then
+		// streams close and the HTTP server drains.
+		log.Info().Dur("grace", cfg.ShutdownGrace).Msg("shutting down: interrupting running turns")
+		var wg sync.WaitGroup
+		wg.Go(func() { sessions.Shutdown(down.turns) })
+		if terminals != nil {
+			wg.Go(func() { terminals.Shutdown(down.hooks) })
+		}
+		wg.Wait()
 		close(done)
 	})
 }
@@ -330,7 +352,8 @@ func gatewayOrNil(gw *gateway.Gateway) assembly.Gateway {
 // claude run them (`major hook <id>`, this binary): both outside every
 // vault. A socket that cannot be made (its path too long for a unix
 // socket) leaves the server without terminals, and says so.
-func startTerminals(cfg config, hk *hooks.Hooks, launcher *assembly.Launcher, pool *supervisor.Pool, log zerolog.Logger) (*terminalSet, error) {
+func startTerminals(cfg config, hk *hooks.Hooks, launcher *assembly.Launcher, pool *supervisor.Pool,
+	endTurn func(ctx context.Context, person, sessionID string) string, log zerolog.Logger) (*terminalSet, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find the major binary for the terminals' hooks: %w", err)
@@ -347,7 +370,7 @@ func startTerminals(cfg config, hk *hooks.Hooks, launcher *assembly.Launcher, po
 		return nil, fmt.Errorf("write the terminals' settings: %w", err)
 	}
 	cmds, err := hooks.ListenCommands(hooks.CommandConfig{Socket: filepath.Join(cfg.StateDir, "hooks.sock"),
-		Handle: hk.Handle, TurnEnd: launcher.EndTurn, Logger: log})
+		Handle: hk.Handle, TurnEnd: endTurn, Logger: log})
 	if err != nil {
 		log.Error().Err(err).Msg("terminals are not available")
 		return nil, nil
@@ -361,7 +384,7 @@ func startTerminals(cfg config, hk *hooks.Hooks, launcher *assembly.Launcher, po
 			}
 			return terminal.Launch{Argv: l.Argv, Env: l.Env, Home: launcher.HostHome(person), Done: l.Credential.Revoke}, nil
 		},
-		Dir: launcher.Dir, Commands: cmds, Ended: launcher.EndTurn, Pool: pool,
+		Dir: launcher.Dir, Commands: cmds, Ended: endTurn, Pool: pool,
 		Grace: cfg.TerminalGrace, Logger: log,
 	})
 	return &terminalSet{Manager: mgr, cmds: cmds}, nil

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,6 +104,22 @@ func describe(pids []int) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
+// pidRecords are the process groups in the server's orphan records.
+func pidRecords(tb testing.TB, s *server) []int {
+	tb.Helper()
+	entries, err := os.ReadDir(filepath.Join(s.state, "pids"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // isClaude reports whether a command line runs the claude binary.
 func isClaude(args []string) bool { return len(args) > 0 && strings.Contains(args[0], "claude") }
 
@@ -148,8 +165,14 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 
 	term := openTerminal(t, s, id)
 	waitFor(t, 120*time.Second, "the CLI's prompt", func() bool { return strings.Contains(term.Text(), "accept edits on") })
-	if pids := terminalClaude(t, vaultDir); len(pids) != 1 {
+	pids := terminalClaude(t, vaultDir)
+	if len(pids) != 1 {
 		t.Fatalf("interactive claude processes in the vault: %v", pids)
+	}
+	// Its process group is in the orphan records, as a chat's CLI's is.
+	group, _ := procgroup.Read(pids[0])
+	if !slices.Contains(pidRecords(t, s), group.PGID) {
+		t.Fatalf("the terminal's group %d is not in the orphan records %v", group.PGID, pidRecords(t, s))
 	}
 
 	// One writer: the app waits for the terminal.
@@ -185,7 +208,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 
 	// Away and back within the grace time: the same process, and the
 	// screen so far first.
-	pids := terminalClaude(t, vaultDir)
+	pids = terminalClaude(t, vaultDir)
 	term.Close()
 	time.Sleep(500 * time.Millisecond)
 	again := openTerminal(t, s, id)
@@ -197,6 +220,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	// Gone for longer than the grace time: nothing is left running.
 	again.Close()
 	waitFor(t, 30*time.Second, "the terminal to end", func() bool { return len(terminalClaude(t, vaultDir)) == 0 })
+	waitFor(t, 10*time.Second, "the terminal's record to go", func() bool { return !slices.Contains(pidRecords(t, s), group.PGID) })
 
 	// The app resumes the conversation, with the terminal's turns in it.
 	waitFor(t, 10*time.Second, "the session to be free", func() bool {

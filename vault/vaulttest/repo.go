@@ -4,10 +4,12 @@
 package vaulttest
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -90,4 +92,43 @@ func NewGitSync(tb testing.TB, cfg vault.GitConfig) *vault.GitSync {
 	g := vault.NewGitSync(cfg)
 	tb.Cleanup(func() { _ = g.Close() })
 	return g
+}
+
+// SilentRemote is the address of a git remote (git://, on loopback) whose
+// server accepts every connection and never answers, as a hung server
+// does; accepted is how many connections it took. It is closed when the
+// test ends.
+func SilentRemote(tb testing.TB) (url string, accepted func() int) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	tb.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "git://" + ln.Addr().String() + "/vault.git", func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns)
+	}
 }
