@@ -284,15 +284,15 @@ func (l *Launcher) homeEnv(person string) []string {
 		return nil
 	}
 	if l.cfg.Sandbox != nil {
-		return clihome.Env(sandboxHome(person))
+		return clihome.Env(SandboxHome(person))
 	}
 	return clihome.Env(l.cfg.Home(person))
 }
 
-// sandboxHome is where a sandbox of person's mounts their CLI home: a
+// SandboxHome is where a sandbox of person's mounts their CLI home: a
 // path that names nothing of the server's (the home lives in its state
 // directory).
-func sandboxHome(person string) string { return "/home/" + person }
+func SandboxHome(person string) string { return "/home/" + person }
 
 // HostHome is person's CLI home as the server sees it ("" without
 // homes): where the server writes into it (a terminal's first-run
@@ -344,7 +344,7 @@ func (l *Launcher) sandbox(person string, spec supervisor.Spec, conf config.Pers
 		if err := os.MkdirAll(clihome.ConfigDir(home), 0o700); err != nil {
 			l.log.Error().Err(err).Str("home", home).Msg("create the person's CLI home")
 		}
-		box.Mounts = append(box.Mounts, sandbox.Mount{Host: home, At: sandboxHome(person), Writable: true})
+		box.Mounts = append(box.Mounts, sandbox.Mount{Host: home, At: SandboxHome(person), Writable: true})
 	}
 	box.ReadOnly = append(box.ReadOnly, l.cfg.Install)
 	box.ReadOnly = append(box.ReadOnly, spec.MCPConfigFiles...)

@@ -93,7 +93,7 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 		if got := s.chatIn(t, "sebastian", id, `[[tool mcp__probe__whereami {}]]`); !strings.Contains(got, "PROBE-CWD") {
 			t.Fatalf("no probe: %q", got)
 		}
-		if n := environsClean(t, leaks); n < 3 {
+		if n := environsClean(t, s.env.VaultRoot, leaks); n < 3 {
 			t.Errorf("found %d processes in sandboxes; want bwrap, the CLI and its MCP server at least", n)
 		}
 	})
@@ -125,7 +125,7 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 			t.Errorf("a variable of the server's inside: %s", screen)
 		}
 		// The terminal's claude and its shell, while they run.
-		if n := environsClean(t, leaks); n < 2 {
+		if n := environsClean(t, s.env.VaultRoot, leaks); n < 2 {
 			t.Errorf("found %d processes in sandboxes; want bwrap and the terminal's claude", n)
 		}
 		if _, err := os.Stat(outside); err == nil {
@@ -134,15 +134,16 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 	})
 }
 
-// environsClean checks with leaks the environment of every sandbox on
-// the machine (bwrap and everything under it: CLIs, MCP servers, shells,
-// hook commands, of this test and of any other running), and that none
-// holds a MAJOR_ variable; it returns how many processes it checked.
-func environsClean(t *testing.T, leaks func(t *testing.T, where, text string)) int {
+// environsClean checks with leaks the environment of every sandbox of
+// the server whose vault root is root (bwrap and everything under it:
+// CLIs, MCP servers, shells, hook commands), and that none holds a
+// MAJOR_ variable; it returns how many processes it checked. (Tests of
+// other packages run sandboxes of their own with a key of their own.)
+func environsClean(t *testing.T, root string, leaks func(t *testing.T, where, text string)) int {
 	t.Helper()
 	seen := 0
 	for _, pid := range procgroup.All() {
-		if !sandboxed(pid) {
+		if !sandboxedIn(pid, root) {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
@@ -159,6 +160,28 @@ func environsClean(t *testing.T, leaks func(t *testing.T, where, text string)) i
 		}
 	}
 	return seen
+}
+
+// sandboxedIn reports whether pid is a bwrap that works in a folder under
+// root, or runs under one.
+func sandboxedIn(pid int, root string) bool {
+	for range 16 {
+		args := procgroup.Args(pid)
+		if len(args) > 0 && filepath.Base(args[0]) == "bwrap" {
+			for i, a := range args {
+				if a == "--chdir" && i+1 < len(args) && strings.HasPrefix(args[i+1], root+"/") {
+					return true
+				}
+			}
+			return false
+		}
+		p, ok := procgroup.Read(pid)
+		if !ok || p.PPID <= 1 {
+			return false
+		}
+		pid = p.PPID
+	}
+	return false
 }
 
 // sandboxed reports whether pid is a bwrap or runs under one.

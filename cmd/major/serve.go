@@ -266,7 +266,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Metered:       gw != nil,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: endTurn,
 		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound,
-		ServerPaths: serverPaths(vaultRoot, repository, cfg.StateDir, cfg.ConfigDir, claude, cfg.Environ, install), Logger: log})
+		ServerPaths: serverPaths(vaultRoot, repository, cfg.StateDir, cfg.ConfigDir, claude, cfg.Environ, append(sandboxHomes(persons), install)...), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -336,6 +336,16 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		wg.Wait()
 		close(done)
 	})
+}
+
+// sandboxHomes are where the persons' sandboxes see their CLI homes
+// (assembly): paths of the server's, as clients must not see them.
+func sandboxHomes(persons []string) []string {
+	var out []string
+	for _, p := range persons {
+		out = append(out, assembly.SandboxHome(p))
+	}
+	return out
 }
 
 // gatewayOrNil is gw as the launcher's Gateway: a nil interface, not a
