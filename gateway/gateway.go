@@ -80,7 +80,9 @@ type Config struct {
 type Request struct {
 	Person  string
 	Session string
-	// Model is the model the request asked for.
+	// Model is the model that served the request, as its answer named it
+	// (message_start's, or the message's); the model the request asked for
+	// when the answer named none.
 	Model string
 	Usage Usage
 	// CostUSD is what Usage costs at the model's price, the figure the
@@ -434,14 +436,18 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	writeError(w, http.StatusBadGateway, "api_error", "the model API cannot be reached")
 }
 
-// record reports one model request.
-func (g *Gateway) record(gr grant, model string, m *meter, copied bool, start time.Time) {
+// record reports one model request, priced by the model that served it as
+// the answer named it: a body may name a model twice, and the upstream's
+// JSON reader may keep another than modelOf's first. The model asked for
+// counts only when the answer named none (it failed, or was cut first).
+func (g *Gateway) record(gr grant, asked string, m *meter, copied bool, start time.Time) {
+	model := m.model
+	if model == "" {
+		model = asked
+	}
 	price, known := prices(g.cfg.Prices, model)
 	if !known {
 		g.logUnknown(model)
-	}
-	if m.overflow {
-		g.log.Warn().Str("model", model).Msg("a model answer too long to meter went through unmetered")
 	}
 	req := Request{Person: gr.person, Session: gr.session, Model: model, Usage: m.usage, CostUSD: price.Cost(m.usage),
 		Status: m.status, Complete: copied && m.complete(), Start: start, Duration: g.cfg.Now().Sub(start)}
