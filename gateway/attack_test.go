@@ -158,6 +158,48 @@ func TestGatewayMetersCompressedAnswers(t *testing.T) {
 	}
 }
 
+// An upstream that compresses an answer although the gateway asked for
+// none: the answer is refused rather than passed on unmetered.
+func TestGatewayRefusesAnswersItCannotMeter(t *testing.T) {
+	t.Parallel()
+	model := scriptedmodel.New(expensive)
+	always := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Accept-Encoding", "gzip")
+		gzipWhenAsked{model}.ServeHTTP(w, r)
+	})
+	up := httptest.NewServer(always)
+	t.Cleanup(up.Close)
+	records := make(chan gateway.Request, 4)
+	gw, err := gateway.New(gateway.Config{Upstream: up.URL, Credential: gateway.APIKey(realKey), Logger: zerolog.Nop(),
+		Record: func(r gateway.Request) { records <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, err := gw.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	req, _ := http.NewRequest("POST", url+"/v1/messages",
+		strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+gw.Issue("sebastian", "chat-1"))
+	resp, err := plainTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Encoding") != "" ||
+		!strings.Contains(string(body), "cannot meter") || resp.Header.Get("x-should-retry") != "false" {
+		t.Fatalf("status %d, encoding %q, x-should-retry %q: %s", resp.StatusCode, resp.Header.Get("Content-Encoding"),
+			resp.Header.Get("x-should-retry"), body)
+	}
+	gw.Close()
+	if r := <-records; r.Status != http.StatusOK || r.Complete {
+		t.Errorf("recorded status %d complete %v, want the upstream's 200, not complete", r.Status, r.Complete)
+	}
+}
+
 // An answer that is not streamed and is longer than the meter keeps (8
 // MB) goes through unmetered: its input tokens cost nothing. The API's
 // server tools (a fetched PDF, search results) make answers that long.

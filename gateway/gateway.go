@@ -409,6 +409,14 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del("Authorization")
 	if fw, _ := pr.In.Context().Value(forwardingKey{}).(*forwarding); fw != nil {
 		fw.auth.set(pr.Out.Header)
+		if fw.m != nil {
+			// The CLI asks for gzip, br and zstd; an answer so encoded
+			// leaves the meter nothing to read. Asked as it is, each
+			// chunk is read as it passes, and nothing is held in a
+			// decoder; between the gateway and the CLI, on loopback,
+			// compression saves nothing.
+			pr.Out.Header.Set("Accept-Encoding", "identity")
+		}
 	}
 }
 
@@ -418,16 +426,29 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		return nil
 	}
 	fw.m.status = resp.StatusCode
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		// Encoded although asked not to be: never passed on unmetered.
+		return fmt.Errorf("%w (%s)", errUnmeterable, enc)
+	}
 	ct := resp.Header.Get("Content-Type")
 	fw.m.sse = strings.HasPrefix(ct, "text/event-stream")
 	resp.Body = &meteredBody{ReadCloser: resp.Body, m: fw.m}
 	return nil
 }
 
-// proxyError answers a request whose upstream could not be reached.
+// errUnmeterable refuses a model answer the meter cannot read.
+var errUnmeterable = errors.New("the model API answered in an encoding the gateway cannot meter")
+
+// proxyError answers a request whose upstream could not be reached, or
+// whose answer cannot be metered.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the CLI went away, or the gateway is closing
+	}
+	if errors.Is(err, errUnmeterable) {
+		g.log.Error().Err(err).Str("path", r.URL.Path).Msg("refused a model answer that cannot be metered")
+		writeError(w, http.StatusBadGateway, "api_error", errUnmeterable.Error())
+		return
 	}
 	g.log.Warn().Err(err).Str("path", r.URL.Path).Msg("the model API cannot be reached")
 	// Unlike the gateway's own refusals, this one is worth a retry, as
