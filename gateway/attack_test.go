@@ -80,6 +80,7 @@ func newAttackWorld(tb testing.TB, respond scriptedmodel.Responder, admit func(w
 		}}
 	if admit != nil {
 		cfg.Admit = func(string, string) error { return admit(w) }
+		cfg.Budgeted = func(string, string) bool { return true }
 	}
 	gw, err := gateway.New(cfg)
 	if err != nil {

@@ -62,6 +62,15 @@ type Config struct {
 	// error refuses it, and nothing is sent upstream. Its text tells the
 	// CLI (and so the person) which budget is spent. Nil admits all.
 	Admit func(person, session string) error
+	// Budgeted tells whether a budget applies to person's session (its
+	// own, or the person's day). While one does, the gateway sends one
+	// model request of the session upstream at a time: the others wait
+	// (as long as their CLI does) until it has ended and been recorded,
+	// and are then asked of Admit, which sees what it cost. Requests sent
+	// at once cannot all pass a check that counts none of them: a budget
+	// is overshot by at most the one request per session that crosses it.
+	// Nil, or false: requests go upstream in parallel, unchecked by turn.
+	Budgeted func(person, session string) bool
 	// Refused is told about each request Admit refused.
 	Refused func(person, session string, err error)
 	// Record is called exactly once for every model request the gateway
@@ -117,6 +126,7 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	grants   map[[sha256.Size]byte]grant // by the token's hash: never compared byte by byte
+	turns    map[grant]*turn             // budgeted sessions with a model request in flight or waiting
 	unknown  map[string]bool             // unknown models already logged
 	closed   bool
 	srv      *http.Server
@@ -144,7 +154,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Now = time.Now
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With().Str("component", "gateway").Logger(), upstream: up,
-		transport: cfg.Transport, grants: map[[sha256.Size]byte]grant{}, unknown: map[string]bool{}}
+		transport: cfg.Transport, grants: map[[sha256.Size]byte]grant{}, turns: map[grant]*turn{}, unknown: map[string]bool{}}
 	if g.transport == nil {
 		g.transport, g.ownsTrans = http.DefaultTransport.(*http.Transport).Clone(), true
 	}
@@ -345,12 +355,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fw := &forwarding{}
 	var modelName string
 	if model {
-		if g.cfg.Admit != nil {
-			if err := g.cfg.Admit(gr.person, gr.session); err != nil {
-				g.refuse(w, gr, err)
-				return
-			}
-		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
 		switch {
 		case err != nil:
@@ -359,6 +363,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case len(body) > maxRequestBody:
 			writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "the request is larger than 32 MB")
 			return
+		}
+		// Waits after the body is read: from then on the server sees the
+		// CLI go away, and the wait ends with it.
+		if g.cfg.Budgeted != nil && g.cfg.Budgeted(gr.person, gr.session) {
+			done, err := g.takeTurn(ctx, gr)
+			if err != nil {
+				writeError(w, http.StatusServiceUnavailable, "api_error", "the model request was given up while it waited for the chat's previous one")
+				return
+			}
+			// After the request is recorded (deferred later, run first).
+			defer done()
+		}
+		if g.cfg.Admit != nil {
+			if err := g.cfg.Admit(gr.person, gr.session); err != nil {
+				g.refuse(w, gr, err)
+				return
+			}
 		}
 		modelName = modelOf(body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -388,6 +409,44 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, forwardingKey{}, fw)))
+}
+
+// turn lets one model request of a budgeted session go at a time: slot
+// holds the one in flight; waiting counts those that want it, so the turn
+// is forgotten when none does.
+type turn struct {
+	slot    chan struct{}
+	waiting int
+}
+
+// takeTurn waits until no other model request of gr's session is in
+// flight, or ctx ends; done ends the turn, once the request is recorded.
+func (g *Gateway) takeTurn(ctx context.Context, gr grant) (done func(), err error) {
+	g.mu.Lock()
+	t := g.turns[gr]
+	if t == nil {
+		t = &turn{slot: make(chan struct{}, 1)}
+		g.turns[gr] = t
+	}
+	t.waiting++
+	g.mu.Unlock()
+	leave := func() {
+		g.mu.Lock()
+		if t.waiting--; t.waiting == 0 {
+			delete(g.turns, gr)
+		}
+		g.mu.Unlock()
+	}
+	select {
+	case t.slot <- struct{}{}:
+		return func() {
+			<-t.slot
+			leave()
+		}, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }
 
 // refuse answers a request Admit refused: 402 billing_error, a status the
