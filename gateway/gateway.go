@@ -8,9 +8,10 @@
 // it ended.
 //
 // It owns the credential (and a login file's refresh), the session tokens,
-// and the per-request accounting and refusal. It must not keep any other
-// session state, decide budgets (Admit does), serve the server's HTTP API,
-// or start a CLI.
+// the per-request accounting and refusal, and, where a budget applies,
+// the order of a session's model requests (one at a time). It must not
+// keep any other session state, decide budgets (Admit and Budgeted do),
+// serve the server's HTTP API, or start a CLI.
 package gateway
 
 import (

@@ -145,7 +145,7 @@ func (h *Hooks) Handle(ctx context.Context, c Caller, req *supervisor.ControlReq
 		}
 		if h.cfg.Git != nil && vault.TouchesFiles(in.ToolName, in.ToolInput) {
 			// The lease ends with the tool's PostToolUse (or its failure),
-			// or with the turn.
+			// or with the turn, or expires (vault.GitConfig.WriteTTL).
 			if err := h.cfg.Git.BeginWrite(ctx, c.ID(), toolUseID(req, in)); err != nil {
 				log.Warn().Err(err).Msg("file tool held back for too long")
 				if errors.Is(err, vault.ErrTooManyWrites) {
