@@ -8,9 +8,10 @@
 // it ended.
 //
 // It owns the credential (and a login file's refresh), the session tokens,
-// and the per-request accounting and refusal. It must not keep any other
-// session state, decide budgets (Admit does), serve the server's HTTP API,
-// or start a CLI.
+// the per-request accounting and refusal, and, where a budget applies,
+// the order of a session's model requests (one at a time). It must not
+// keep any other session state, decide budgets (Admit and Budgeted do),
+// serve the server's HTTP API, or start a CLI.
 package gateway
 
 import (
@@ -62,6 +63,15 @@ type Config struct {
 	// error refuses it, and nothing is sent upstream. Its text tells the
 	// CLI (and so the person) which budget is spent. Nil admits all.
 	Admit func(person, session string) error
+	// Budgeted tells whether a budget applies to person's session (its
+	// own, or the person's day). While one does, the gateway sends one
+	// model request of the session upstream at a time: the others wait
+	// (as long as their CLI does) until it has ended and been recorded,
+	// and are then asked of Admit, which sees what it cost. Requests sent
+	// at once cannot all pass a check that counts none of them: a budget
+	// is overshot by at most the one request per session that crosses it.
+	// Nil, or false: requests go upstream in parallel, unchecked by turn.
+	Budgeted func(person, session string) bool
 	// Refused is told about each request Admit refused.
 	Refused func(person, session string, err error)
 	// Record is called exactly once for every model request the gateway
@@ -80,7 +90,9 @@ type Config struct {
 type Request struct {
 	Person  string
 	Session string
-	// Model is the model the request asked for.
+	// Model is the model that served the request, as its answer named it
+	// (message_start's, or the message's); the model the request asked for
+	// when the answer named none.
 	Model string
 	Usage Usage
 	// CostUSD is what Usage costs at the model's price, the figure the
@@ -115,6 +127,7 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	grants   map[[sha256.Size]byte]grant // by the token's hash: never compared byte by byte
+	turns    map[grant]*turn             // budgeted sessions with a model request in flight or waiting
 	unknown  map[string]bool             // unknown models already logged
 	closed   bool
 	srv      *http.Server
@@ -142,7 +155,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Now = time.Now
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With().Str("component", "gateway").Logger(), upstream: up,
-		transport: cfg.Transport, grants: map[[sha256.Size]byte]grant{}, unknown: map[string]bool{}}
+		transport: cfg.Transport, grants: map[[sha256.Size]byte]grant{}, turns: map[grant]*turn{}, unknown: map[string]bool{}}
 	if g.transport == nil {
 		g.transport, g.ownsTrans = http.DefaultTransport.(*http.Transport).Clone(), true
 	}
@@ -343,12 +356,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fw := &forwarding{}
 	var modelName string
 	if model {
-		if g.cfg.Admit != nil {
-			if err := g.cfg.Admit(gr.person, gr.session); err != nil {
-				g.refuse(w, gr, err)
-				return
-			}
-		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
 		switch {
 		case err != nil:
@@ -357,6 +364,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case len(body) > maxRequestBody:
 			writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "the request is larger than 32 MB")
 			return
+		}
+		// Waits after the body is read: from then on the server sees the
+		// CLI go away, and the wait ends with it.
+		if g.cfg.Budgeted != nil && g.cfg.Budgeted(gr.person, gr.session) {
+			done, err := g.takeTurn(ctx, gr)
+			if err != nil {
+				writeError(w, http.StatusServiceUnavailable, "api_error", "the model request was given up while it waited for the chat's previous one")
+				return
+			}
+			// After the request is recorded (deferred later, run first).
+			defer done()
+		}
+		if g.cfg.Admit != nil {
+			if err := g.cfg.Admit(gr.person, gr.session); err != nil {
+				g.refuse(w, gr, err)
+				return
+			}
 		}
 		modelName = modelOf(body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -388,6 +412,44 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, forwardingKey{}, fw)))
 }
 
+// turn lets one model request of a budgeted session go at a time: slot
+// holds the one in flight; waiting counts those that want it, so the turn
+// is forgotten when none does.
+type turn struct {
+	slot    chan struct{}
+	waiting int
+}
+
+// takeTurn waits until no other model request of gr's session is in
+// flight, or ctx ends; done ends the turn, once the request is recorded.
+func (g *Gateway) takeTurn(ctx context.Context, gr grant) (done func(), err error) {
+	g.mu.Lock()
+	t := g.turns[gr]
+	if t == nil {
+		t = &turn{slot: make(chan struct{}, 1)}
+		g.turns[gr] = t
+	}
+	t.waiting++
+	g.mu.Unlock()
+	leave := func() {
+		g.mu.Lock()
+		if t.waiting--; t.waiting == 0 {
+			delete(g.turns, gr)
+		}
+		g.mu.Unlock()
+	}
+	select {
+	case t.slot <- struct{}{}:
+		return func() {
+			<-t.slot
+			leave()
+		}, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
+}
+
 // refuse answers a request Admit refused: 402 billing_error, a status the
 // CLI does not retry; it ends the turn with this message as its error.
 func (g *Gateway) refuse(w http.ResponseWriter, gr grant, err error) {
@@ -407,6 +469,14 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del("Authorization")
 	if fw, _ := pr.In.Context().Value(forwardingKey{}).(*forwarding); fw != nil {
 		fw.auth.set(pr.Out.Header)
+		if fw.m != nil {
+			// The CLI asks for gzip, br and zstd; an answer so encoded
+			// leaves the meter nothing to read. Asked as it is, each
+			// chunk is read as it passes, and nothing is held in a
+			// decoder; between the gateway and the CLI, on loopback,
+			// compression saves nothing.
+			pr.Out.Header.Set("Accept-Encoding", "identity")
+		}
 	}
 }
 
@@ -416,16 +486,29 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		return nil
 	}
 	fw.m.status = resp.StatusCode
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		// Encoded although asked not to be: never passed on unmetered.
+		return fmt.Errorf("%w (%s)", errUnmeterable, enc)
+	}
 	ct := resp.Header.Get("Content-Type")
 	fw.m.sse = strings.HasPrefix(ct, "text/event-stream")
 	resp.Body = &meteredBody{ReadCloser: resp.Body, m: fw.m}
 	return nil
 }
 
-// proxyError answers a request whose upstream could not be reached.
+// errUnmeterable refuses a model answer the meter cannot read.
+var errUnmeterable = errors.New("the model API answered in an encoding the gateway cannot meter")
+
+// proxyError answers a request whose upstream could not be reached, or
+// whose answer cannot be metered.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the CLI went away, or the gateway is closing
+	}
+	if errors.Is(err, errUnmeterable) {
+		g.log.Error().Err(err).Str("path", r.URL.Path).Msg("refused a model answer that cannot be metered")
+		writeError(w, http.StatusBadGateway, "api_error", errUnmeterable.Error())
+		return
 	}
 	g.log.Warn().Err(err).Str("path", r.URL.Path).Msg("the model API cannot be reached")
 	// Unlike the gateway's own refusals, this one is worth a retry, as
@@ -434,14 +517,18 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	writeError(w, http.StatusBadGateway, "api_error", "the model API cannot be reached")
 }
 
-// record reports one model request.
-func (g *Gateway) record(gr grant, model string, m *meter, copied bool, start time.Time) {
+// record reports one model request, priced by the model that served it as
+// the answer named it: a body may name a model twice, and the upstream's
+// JSON reader may keep another than modelOf's first. The model asked for
+// counts only when the answer named none (it failed, or was cut first).
+func (g *Gateway) record(gr grant, asked string, m *meter, copied bool, start time.Time) {
+	model := m.model
+	if model == "" {
+		model = asked
+	}
 	price, known := prices(g.cfg.Prices, model)
 	if !known {
 		g.logUnknown(model)
-	}
-	if m.overflow {
-		g.log.Warn().Str("model", model).Msg("a model answer too long to meter went through unmetered")
 	}
 	req := Request{Person: gr.person, Session: gr.session, Model: model, Usage: m.usage, CostUSD: price.Cost(m.usage),
 		Status: m.status, Complete: copied && m.complete(), Start: start, Duration: g.cfg.Now().Sub(start)}

@@ -86,29 +86,26 @@ func deref(v *int64) int64 {
 	return *v
 }
 
-// Limits on what the meter keeps of a response: an event's data (the
-// events it reads are small; a longer one is a content delta it skips) and
-// a whole JSON answer (a non-streamed message; a longer one goes through
-// unmetered, and is logged).
-const (
-	maxEventData = 256 << 10
-	maxJSONBody  = 8 << 20
-)
+// maxEventData bounds what the meter keeps of a response: an event's data
+// (the events it reads are small; a longer one is a content delta it
+// skips), and a member it reads of a whole JSON answer (usage, model).
+const maxEventData = 256 << 10
 
-// meter reads a model response as it passes through, for its usage: a
-// stream's message_start (input and cache tokens), every message_delta
-// (output tokens and server tools) and its end, or the usage of a whole
-// JSON message at its end. It never holds up the bytes: it sees each
-// chunk after it was read and keeps only what it needs, bounded.
+// meter reads a model response as it passes through, for its usage and
+// the model that served it: a stream's message_start (the model, input and
+// cache tokens), every message_delta (output tokens and server tools) and
+// its end, or the usage and model members of a whole JSON message, read
+// as they pass (an answer of any length). It never holds up the bytes: it
+// sees each chunk after it was read and keeps only what it needs, bounded.
 type meter struct {
 	status int
 	sse    bool
 	usage  Usage
+	model  string // as the answer named it
 
-	eof      bool // the upstream body ended cleanly
-	stopped  bool // message_stop arrived
-	failed   bool // an error event arrived
-	overflow bool // a JSON answer too long to meter
+	eof     bool // the upstream body ended cleanly
+	stopped bool // message_stop arrived
+	failed  bool // an error event arrived
 
 	// The SSE line being read, the current event's name and data.
 	line     []byte
@@ -117,7 +114,8 @@ type meter struct {
 	data     []byte
 	skipData bool
 
-	body []byte // a JSON answer so far
+	// The members of a JSON answer; made at its first byte.
+	members *topMembers
 }
 
 // complete reports whether the response ended normally.
@@ -130,14 +128,10 @@ func (m *meter) complete() bool {
 
 func (m *meter) write(p []byte) {
 	if !m.sse {
-		if m.overflow {
-			return
+		if m.members == nil {
+			m.members = newTopMembers(maxEventData, "usage", "model")
 		}
-		if len(m.body)+len(p) > maxJSONBody {
-			m.overflow, m.body = true, nil
-			return
-		}
-		m.body = append(m.body, p...)
+		m.members.write(p)
 		return
 	}
 	for len(p) > 0 {
@@ -212,6 +206,7 @@ func (m *meter) handleLine(line []byte) {
 type streamEvent struct {
 	Type    string `json:"type"`
 	Message *struct {
+		Model string    `json:"model"`
 		Usage *apiUsage `json:"usage"`
 	} `json:"message"`
 	Usage *apiUsage `json:"usage"`
@@ -228,7 +223,7 @@ func (m *meter) dispatch() {
 	switch ev.Type {
 	case "message_start":
 		if ev.Message != nil {
-			m.usage = Usage{}
+			m.usage, m.model = Usage{}, ev.Message.Model
 			m.usage.merge(ev.Message.Usage)
 		}
 	case "message_delta":
@@ -240,19 +235,23 @@ func (m *meter) dispatch() {
 	}
 }
 
-// finish reads the usage of a whole JSON answer once its body ended.
+// finish reads the usage and model of a whole JSON answer once its body
+// ended.
 func (m *meter) finish() {
-	if m.sse || !m.eof || m.overflow || len(m.body) == 0 {
+	if m.sse || !m.eof || m.members == nil {
 		return
 	}
-	var msg struct {
-		Usage *apiUsage `json:"usage"`
+	if raw := m.members.value("usage"); raw != nil {
+		var u *apiUsage
+		if json.Unmarshal(raw, &u) == nil {
+			m.usage = Usage{}
+			m.usage.merge(u)
+		}
 	}
-	if json.Unmarshal(m.body, &msg) == nil {
-		m.usage = Usage{}
-		m.usage.merge(msg.Usage)
+	if raw := m.members.value("model"); raw != nil {
+		_ = json.Unmarshal(raw, &m.model)
 	}
-	m.body = nil
+	m.members = nil
 }
 
 // meteredBody is a response body that shows the meter every chunk read.

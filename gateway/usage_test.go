@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -102,19 +104,79 @@ func TestMeterBounded(t *testing.T) {
 	}
 }
 
-// A whole JSON answer: its usage at the end; one too long to keep goes
-// unmetered.
+// A whole JSON answer: its usage and model wherever they are in it, the
+// last of a name given twice, however long the answer, in bounded memory.
 func TestMeterJSON(t *testing.T) {
-	body := `{"id":"msg_2","type":"message","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":5,"output_tokens":6,"cache_read_input_tokens":7,"cache_creation_input_tokens":8}}`
-	m := feed(body, false, func() int { return 10 })
-	if want := (Usage{InputTokens: 5, OutputTokens: 6, CacheReadInputTokens: 7, CacheCreationInputTokens: 8}); m.usage != want || !m.complete() {
-		t.Fatalf("usage %+v complete %v", m.usage, m.complete())
+	long := strings.Repeat("z", 3*maxEventData)
+	for _, tc := range []struct {
+		name, body string
+		want       Usage
+		model      string
+	}{
+		{"usage last", `{"id":"msg_2","type":"message","model":"claude-haiku-4-5","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":5,"output_tokens":6,"cache_read_input_tokens":7,"cache_creation_input_tokens":8}}`,
+			Usage{InputTokens: 5, OutputTokens: 6, CacheReadInputTokens: 7, CacheCreationInputTokens: 8}, "claude-haiku-4-5"},
+		{"usage first", ` { "usage" : {"input_tokens":5} , "content":[{"type":"text","text":"a \"usage\": {\"input_tokens\":9} }"}], "model" : "claude-opus-4-1" } `,
+			Usage{InputTokens: 5}, "claude-opus-4-1"},
+		{"longer than a buffer", `{"content":[{"type":"text","text":"` + long + `"},{"type":"tool_result","content":{"usage":{"input_tokens":1}}}],"usage":{"input_tokens":5},"model":"claude-sonnet-4-5"}`,
+			Usage{InputTokens: 5}, "claude-sonnet-4-5"},
+		{"named twice", `{"model":"claude-haiku-4-5","model":"claude-opus-4-1","usage":{"input_tokens":1},"usage":{"input_tokens":2}}`,
+			Usage{InputTokens: 2}, "claude-opus-4-1"},
+		{"escaped name", `{"\u006dodel":"claude-opus-4-1","usage":{"input_tokens":3}}`, Usage{InputTokens: 3}, "claude-opus-4-1"},
+		{"a usage too long to keep", `{"usage":{"input_tokens":5},"usage":{"input_tokens":6,"pad":"` + long + `"}}`, Usage{}, ""},
+		{"an error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, Usage{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, size := range []int{1, 10, 4096, 1 << 20} {
+				m := feed(tc.body, false, func() int { return size })
+				if m.usage != tc.want || m.model != tc.model || !m.complete() {
+					t.Fatalf("read %d bytes at a time: usage %+v model %q complete %v", size, m.usage, m.model, m.complete())
+				}
+			}
+		})
 	}
-	long := `{"content":[{"type":"text","text":"` + strings.Repeat("z", maxJSONBody) + `"}],"usage":{"input_tokens":5}}`
-	m = feed(long, false, func() int { return 1 << 20 })
-	if !m.overflow || m.usage != (Usage{}) || m.body != nil {
-		t.Fatalf("overflow %v usage %+v", m.overflow, m.usage)
-	}
+}
+
+// topMembers keeps what encoding/json reads of the same object, however
+// it is cut into reads, and never more than its bound.
+func FuzzTopMembers(f *testing.F) {
+	f.Add(`{"usage":{"input_tokens":5},"model":"m"}`, 3)
+	f.Add(`{"a":"\\","usage":[1,{"b":"}"}],"model":"x\"y","model":"z"}`, 1)
+	f.Add(`{"content":[{"text":"\"usage\":{}"}],"usage":{"output_tokens":2}}`, 7)
+	f.Add(`{"\u0075sage":{},"mod\u0065l":"q"}`, 2)
+	f.Fuzz(func(t *testing.T, s string, size int) {
+		size = max(size%64, 1)
+		const bound = 64
+		tm := newTopMembers(bound, "usage", "model")
+		for p := []byte(s); len(p) > 0; {
+			n := min(size, len(p))
+			tm.write(p[:n])
+			p = p[n:]
+		}
+		for _, v := range tm.values {
+			if len(v) > bound {
+				t.Fatalf("kept %d bytes", len(v))
+			}
+		}
+		var ref map[string]json.RawMessage
+		if json.Unmarshal([]byte(s), &ref) != nil || ref == nil {
+			return // not an object: whatever was kept is decoded by the caller
+		}
+		for _, name := range []string{"usage", "model"} {
+			var want []byte
+			if raw, seen := ref[name]; seen {
+				var compact bytes.Buffer
+				if err := json.Compact(&compact, raw); err != nil {
+					t.Fatal(err)
+				}
+				if want = compact.Bytes(); len(want) > bound {
+					want = nil // too long to keep
+				}
+			}
+			if got := tm.value(name); !bytes.Equal(got, want) {
+				t.Fatalf("%s: kept %q, encoding/json read %q", name, got, want)
+			}
+		}
+	})
 }
 
 // Any bytes at all: no panic, memory bounded.

@@ -14,6 +14,7 @@ package hooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -144,9 +145,12 @@ func (h *Hooks) Handle(ctx context.Context, c Caller, req *supervisor.ControlReq
 		}
 		if h.cfg.Git != nil && vault.TouchesFiles(in.ToolName, in.ToolInput) {
 			// The lease ends with the tool's PostToolUse (or its failure),
-			// or with the turn.
+			// or with the turn, or expires (vault.GitConfig.WriteTTL).
 			if err := h.cfg.Git.BeginWrite(ctx, c.ID(), toolUseID(req, in)); err != nil {
-				log.Warn().Err(err).Msg("file tool held back by a git sync for too long")
+				log.Warn().Err(err).Msg("file tool held back for too long")
+				if errors.Is(err, vault.ErrTooManyWrites) {
+					return deny("Too many file tools of this chat are running at once, so this tool call was not made. Try it again in a moment."), nil
+				}
 				return deny("The notes are being synced with git right now, so this tool call was not made. Try it again in a moment."), nil
 			}
 		}

@@ -148,6 +148,16 @@ func (s *Registry) AdmitRequest(person, session string) error {
 	return nil
 }
 
+// Budgeted reports whether a budget bounds what person's session spends
+// (session "": a process no session has taken yet, bounded by the day
+// budget only), as AdmitRequest checks it; the model gateway then lets
+// the session's model requests go one at a time, so each is checked
+// against what the one before it cost.
+func (s *Registry) Budgeted(person, session string) bool {
+	lim := s.limits(person)
+	return lim.PersonDayUSD > 0 || (session != "" && lim.SessionUSD > 0)
+}
+
 // Refused tells session that a model request of its was refused for err
 // (a BudgetError): the turn that made it ends with that error, as a
 // budget, rather than as the API error the CLI saw.

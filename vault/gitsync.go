@@ -53,7 +53,12 @@ type GitConfig struct {
 	// Env is added to the environment of every git call.
 	Env []string
 	// WriteTTL bounds how long a file-tool write's lease (BeginWrite) is
-	// honoured when its end is never reported; default 2m.
+	// honoured when its end is not reported; default 5s. A file tool
+	// runs in milliseconds; a lease nobody ends (one taken by hand with a
+	// terminal's hook token) must not keep syncs from pulling. Shorter
+	// than WriteWait, it never does: no lease is taken or renewed while a
+	// sync runs, so the ones open when it starts have expired before it
+	// stops waiting.
 	WriteTTL time.Duration
 	// WriteWait bounds how long a sync waits for open writes; after it,
 	// the sync commits without pulling or retrying a push. Default 10s.
@@ -109,7 +114,7 @@ func NewGitSync(cfg GitConfig) *GitSync {
 		cfg.AuthorEmail = "major@localhost"
 	}
 	if cfg.WriteTTL <= 0 {
-		cfg.WriteTTL = 2 * time.Minute
+		cfg.WriteTTL = 5 * time.Second
 	}
 	if cfg.WriteWait <= 0 {
 		cfg.WriteWait = 10 * time.Second
@@ -129,9 +134,11 @@ func NewGitSync(cfg GitConfig) *GitSync {
 }
 
 // BeginWrite records that a file tool (toolUseID, in session) is about to
-// write into the work tree, or read it, so no sync pulls under it. While a sync runs
-// it waits, up to WriteHold, then fails with ErrSyncRunning. EndWrite or
-// EndWrites ends it; one never ended expires after WriteTTL.
+// write into the work tree, or read it, so no sync pulls under it. While a
+// sync runs it waits, up to WriteHold, then fails with ErrSyncRunning; while
+// session has 10 writes open it waits likewise for one of them to end, then
+// fails with ErrTooManyWrites. EndWrite or EndWrites ends it; one never
+// ended expires after WriteTTL. Beginning toolUseID again renews it.
 func (g *GitSync) BeginWrite(ctx context.Context, session, toolUseID string) error {
 	return g.writes.begin(ctx, writeKey{session, toolUseID}, g.cfg.WriteHold)
 }

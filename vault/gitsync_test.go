@@ -355,6 +355,87 @@ func TestGitSyncHoldsWritesBack(t *testing.T) {
 	g.EndWrites("s1")
 }
 
+// A session holds at most ten write leases: one more waits for one of
+// them to end or expire (and gives up after WriteHold), a renewal and
+// another session's write do not wait.
+func TestGitSyncBoundsASessionsWrites(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  vault.GitConfig
+		// free ends a lease of s1's, or lets them expire.
+		free func(g *vault.GitSync)
+	}{
+		{"ended", vault.GitConfig{WriteHold: time.Nanosecond}, func(g *vault.GitSync) { g.EndWrite("s1", "tool-3") }},
+		{"expired", vault.GitConfig{WriteTTL: 50 * time.Millisecond}, func(*vault.GitSync) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.cfg.Root = newRepo(t)
+			g := newGitSync(t, tc.cfg)
+			ctx := context.Background()
+			for i := range 10 {
+				if err := g.BeginWrite(ctx, "s1", fmt.Sprint("tool-", i)); err != nil {
+					t.Fatalf("write %d: %v", i, err)
+				}
+			}
+			if tc.cfg.WriteHold == time.Nanosecond {
+				if err := g.BeginWrite(ctx, "s1", "tool-10"); !errors.Is(err, vault.ErrTooManyWrites) {
+					t.Fatalf("an eleventh write: %v, want ErrTooManyWrites", err)
+				}
+				if err := g.BeginWrite(ctx, "s1", "tool-0"); err != nil {
+					t.Fatalf("a renewal: %v", err)
+				}
+			}
+			if err := g.BeginWrite(ctx, "s2", "tool-0"); err != nil {
+				t.Fatalf("another session's write: %v", err)
+			}
+			tc.free(g)
+			if err := g.BeginWrite(ctx, "s1", "tool-10"); err != nil {
+				t.Fatalf("a write once a lease is free: %v", err)
+			}
+			g.EndWrites("s1")
+			g.EndWrites("s2")
+		})
+	}
+}
+
+// Leases that nobody ends, renewed as fast as they can be, do not keep a
+// sync from pulling: it waits for the ones open when it starts, which
+// expire (WriteTTL) before it stops waiting (WriteWait), and none is taken
+// or renewed while it runs.
+func TestGitSyncPullsPastLeasesNobodyEnds(t *testing.T) {
+	t.Parallel()
+	root := newRepo(t)
+	remote := withRemote(t, root)
+	otherClone(t, remote, "elsewhere.md")
+	g := newGitSync(t, vault.GitConfig{Root: root, WriteTTL: 100 * time.Millisecond})
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	if err := g.BeginWrite(ctx, "s1", "hold-0"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			_ = g.BeginWrite(ctx, "s1", fmt.Sprint("hold-", i%20))
+		}
+	}()
+	err := g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
+		if _, err := os.Stat(filepath.Join(root, "elsewhere.md")); err != nil {
+			return fmt.Errorf("the sync did not pull: %w", err)
+		}
+		writeFile(t, filepath.Join(root, "log.md"), "x\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGitSyncRecoversFromAKilledGitCall leaves the repository as a git
 // call killed half way does (a stale index.lock, a rebase stopped with
 // the person's edits in its autostash): the next write clears it and

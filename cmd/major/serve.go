@@ -147,6 +147,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 				}
 				return sessions.AdmitRequest(person, session)
 			},
+			Budgeted: func(person, session string) bool {
+				return sessions != nil && sessions.Budgeted(person, session)
+			},
 			Refused: func(person, session string, err error) {
 				if sessions != nil {
 					sessions.Refused(person, session, err)
