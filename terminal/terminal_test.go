@@ -162,9 +162,11 @@ func eventually(tb testing.TB, what string, cond func() bool) {
 	}
 }
 
-// groupGone reports whether no process of group pgid is left.
+// groupGone reports whether no live process of group pgid is left
+// within a few seconds (a killed member may stay a zombie until init
+// reaps it; it has ended).
 func groupGone(pgid int) bool {
-	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+	return len(procgroup.WaitGone(pgid, 5*time.Second)) == 0
 }
 
 // Keystrokes the terminal's program does not read never keep a client
