@@ -568,6 +568,8 @@ type TerminalLaunch struct {
 	Argv       []string
 	Env        []string
 	Credential supervisor.Credential
+	// Sandboxed: Argv starts with the sandbox.
+	Sandboxed bool
 }
 
 // Terminal is how a terminal of person's on session starts (the
@@ -618,5 +620,5 @@ func (l *Launcher) Terminal(person, session string, hooks TerminalHooks, resume,
 		cred = spec.Credential(session)
 	}
 	argv := append(append(slices.Clone(spec.Sandbox), spec.Binary), args...)
-	return TerminalLaunch{Argv: argv, Env: append(slices.Clone(spec.Env), cred.Env...), Credential: cred}, nil
+	return TerminalLaunch{Argv: argv, Env: append(slices.Clone(spec.Env), cred.Env...), Credential: cred, Sandboxed: len(spec.Sandbox) > 0}, nil
 }

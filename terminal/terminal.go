@@ -32,6 +32,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/internal/procgroup"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 )
@@ -60,6 +61,10 @@ type Launch struct {
 	// Home is the CLI's home as the server sees it, where the first-run
 	// answers are written ("" : as Env says, HOME or CLAUDE_CONFIG_DIR).
 	Home string
+	// Sandboxed: Argv runs the CLI in a sandbox (bwrap), which must not
+	// get the hangup itself: it would die at once and take the CLI with
+	// it before the CLI saved its conversation.
+	Sandboxed bool
 	Done func()
 }
 
@@ -344,7 +349,7 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		release()
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
-	t := &Terminal{m: m, id: id, person: person, chat: chat, release: release, cliSession: resume,
+	t := &Terminal{m: m, id: id, person: person, chat: chat, release: release, cliSession: resume, sandboxed: launch.Sandboxed,
 		done: make(chan struct{}), typed: make(chan struct{}, 1), stopInput: make(chan struct{})}
 	if resume == "" {
 		t.cliSession = newID
@@ -433,6 +438,8 @@ type Terminal struct {
 	// wakes the reader and the writer.
 	pty        *os.File
 	release    func()
+	// sandboxed: the process is the CLI's sandbox (Launch.Sandboxed).
+	sandboxed bool
 	unregister func()
 	// forget removes the terminal's group from the orphan records.
 	forget func()
@@ -593,8 +600,20 @@ func (t *Terminal) kill() {
 	t.killed = true
 	t.mu.Unlock()
 	pid := t.cmd.Process.Pid
-	_ = syscall.Kill(-pid, syscall.SIGHUP)
-	_ = syscall.Kill(-pid, syscall.SIGCONT)
+	if t.sandboxed {
+		// bwrap passes no signal on and dies of a hangup, killing the
+		// sandbox: the hangup goes to the rest of the group, the CLI
+		// first among them, and bwrap ends when they have.
+		for _, p := range procgroup.Live(pid) {
+			if p != pid {
+				_ = syscall.Kill(p, syscall.SIGHUP)
+				_ = syscall.Kill(p, syscall.SIGCONT)
+			}
+		}
+	} else {
+		_ = syscall.Kill(-pid, syscall.SIGHUP)
+		_ = syscall.Kill(-pid, syscall.SIGCONT)
+	}
 	go func() {
 		timer := time.NewTimer(3 * time.Second)
 		defer timer.Stop()

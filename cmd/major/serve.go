@@ -395,7 +395,7 @@ func startTerminals(cfg config, hk *hooks.Hooks, launcher *assembly.Launcher, po
 			if err != nil {
 				return terminal.Launch{}, err
 			}
-			return terminal.Launch{Argv: l.Argv, Env: l.Env, Home: launcher.HostHome(person), Done: l.Credential.Revoke}, nil
+			return terminal.Launch{Argv: l.Argv, Env: l.Env, Home: launcher.HostHome(person), Sandboxed: l.Sandboxed, Done: l.Credential.Revoke}, nil
 		},
 		Dir: launcher.Dir, Commands: cmds, Ended: endTurn, Pool: pool,
 		Grace: cfg.TerminalGrace, Logger: log,

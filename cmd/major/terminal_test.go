@@ -312,3 +312,42 @@ func TestTerminalEndsWhileAPasteWaits(t *testing.T) {
 		})
 	}
 }
+
+// A terminal closed the moment its answer shows keeps that turn: the
+// CLI gets the hangup itself (not its sandbox, which would die of it and
+// kill the CLI before it saved the turn), and the app's next message has
+// the terminal's turn in its history.
+func TestTerminalClosedRightAfterItsAnswerKeepsTheTurn(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	id := s.newSessionAs(t, "sebastian")
+	if got := s.chatIn(t, "sebastian", id, "[[say first]]"); got != "first" {
+		t.Fatalf("first turn: %q", got)
+	}
+	term := openTerminal(t, s, id)
+	waitFor(t, 120*time.Second, "the CLI's prompt", func() bool { return strings.Contains(term.Text(), "accept edits on") })
+	submit(t, term, "[[say answered in the terminal]] TERMINAL-TURN", "the answer", func() bool {
+		return strings.Count(term.Text(), "answered in the terminal") >= 2
+	})
+	endTerminal(t, term)
+	waitFor(t, 30*time.Second, "the conversation back with the app", func() bool {
+		r := s.req(t, "POST", "/api/claude/sessions/"+id+"/messages", `{"message":"[[recall]]"}`)
+		defer readAll(t, r)
+		return r.StatusCode == 202
+	})
+	var answer string
+	waitFor(t, 60*time.Second, "the recall's answer", func() bool {
+		var h struct {
+			Messages []struct{ Role, Content string } `json:"messages"`
+		}
+		_ = json.Unmarshal([]byte(readAll(t, s.req(t, "GET", "/api/claude/history?session_id="+id, ""))), &h)
+		if n := len(h.Messages); n >= 2 && h.Messages[n-2].Content == "[[recall]]" && h.Messages[n-1].Role == "assistant" {
+			answer = h.Messages[n-1].Content
+			return true
+		}
+		return false
+	})
+	if !strings.Contains(answer, "TERMINAL-TURN") {
+		t.Errorf("the terminal's turn is lost: the model recalls %q", answer)
+	}
+}

@@ -1,6 +1,8 @@
 // Package procgroup reads processes and their groups from /proc (Linux),
 // for the tests that check a CLI leaves nothing running or that find the
-// CLI a terminal runs. It must not signal or reap anything.
+// CLI a terminal runs, and for the terminal, which hangs up the members of
+// a sandbox's group but the sandbox itself. It must not signal or reap
+// anything.
 //
 // kill(-pgid, 0) is not enough to tell a group is gone: a killed member
 // whose parent died with it is a zombie until init reaps it, and some
