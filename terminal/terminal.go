@@ -65,7 +65,7 @@ type Launch struct {
 	// get the hangup itself: it would die at once and take the CLI with
 	// it before the CLI saved its conversation.
 	Sandboxed bool
-	Done func()
+	Done      func()
 }
 
 // Chat is what a terminal needs of its session; *relay.Session satisfies
@@ -436,10 +436,10 @@ type Terminal struct {
 	cmd        *exec.Cmd
 	// pty is served by the runtime's poller (see pollable): its Close
 	// wakes the reader and the writer.
-	pty        *os.File
-	release    func()
+	pty     *os.File
+	release func()
 	// sandboxed: the process is the CLI's sandbox (Launch.Sandboxed).
-	sandboxed bool
+	sandboxed  bool
 	unregister func()
 	// forget removes the terminal's group from the orphan records.
 	forget func()
