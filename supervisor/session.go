@@ -196,37 +196,37 @@ func NewCLI(cfg CLIConfig) *CLI {
 }
 
 // ID is our session id.
-func (s *CLI) ID() string { return s.cfg.ID }
+func (c *CLI) ID() string { return c.cfg.ID }
 
 // Person is the session's owner.
-func (s *CLI) Person() string { return s.cfg.Person }
+func (c *CLI) Person() string { return c.cfg.Person }
 
 // CLISessionID is the CLI's id for the conversation ("" before the first turn).
-func (s *CLI) CLISessionID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cliSessionID
+func (c *CLI) CLISessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cliSessionID
 }
 
 // Resume makes the next process resume the CLI conversation id (one that
 // went on elsewhere, in a terminal); "" keeps the current one.
-func (s *CLI) Resume(id string) {
+func (c *CLI) Resume(id string) {
 	if id == "" {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cliSessionID = id
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cliSessionID = id
 }
 
 // State reports whether the session is idle, running or waiting.
-func (s *CLI) State() State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (c *CLI) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	switch {
-	case !s.running:
+	case !c.running:
 		return StateIdle
-	case s.waiting > 0:
+	case c.waiting > 0:
 		return StateWaiting
 	default:
 		return StateRunning
@@ -234,92 +234,92 @@ func (s *CLI) State() State {
 }
 
 // LastActivity is when a turn last started or ended.
-func (s *CLI) LastActivity() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastActivity
+func (c *CLI) LastActivity() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastActivity
 }
 
 // Pid is the process id of the live CLI, or 0.
-func (s *CLI) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
+func (c *CLI) Pid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc == nil {
 		return 0
 	}
-	return s.proc.Pid()
+	return c.proc.Pid()
 }
 
 // Live reports whether a CLI process is running for this session.
-func (s *CLI) Live() bool { return s.Pid() != 0 }
+func (c *CLI) Live() bool { return c.Pid() != 0 }
 
 // Send starts a turn with the person's message. It returns once the message
 // is with the CLI (or the turn has already ended with an error event); the
 // turn's events follow on the Sink. ErrBusy if a turn is running.
-func (s *CLI) Send(ctx context.Context, text string) error {
-	s.mu.Lock()
+func (c *CLI) Send(ctx context.Context, text string) error {
+	c.mu.Lock()
 	switch {
-	case s.closed:
-		s.mu.Unlock()
+	case c.closed:
+		c.mu.Unlock()
 		return ErrClosed
-	case s.running || s.holding:
-		s.mu.Unlock()
+	case c.running || c.holding:
+		c.mu.Unlock()
 		return ErrBusy
 	}
-	s.running = true
-	s.interrupting = false
-	s.turn++
-	turn := s.turn
-	s.lastActivity = time.Now()
+	c.running = true
+	c.interrupting = false
+	c.turn++
+	turn := c.turn
+	c.lastActivity = time.Now()
 	var stale *Process
-	if s.proc != nil && s.limitsChanged() {
+	if c.proc != nil && c.limitsChanged() {
 		// The CLI fixes its limits at start: a new process, resuming
 		// the conversation, runs this turn under the new ones.
-		stale, s.proc = s.proc, nil
+		stale, c.proc = c.proc, nil
 	}
-	needSlot := s.proc == nil && s.cfg.Pool != nil
-	fresh := s.cliSessionID == ""
-	s.mu.Unlock()
+	needSlot := c.proc == nil && c.cfg.Pool != nil
+	fresh := c.cliSessionID == ""
+	c.mu.Unlock()
 	if stale != nil {
 		if err := stale.Close(); err != nil {
-			s.log.Warn().Err(err).Msg("stop claude for new limits")
+			c.log.Warn().Err(err).Msg("stop claude for new limits")
 		}
 	}
 
-	if s.cfg.Pool != nil {
-		s.cfg.Pool.Touch(s.Person())
+	if c.cfg.Pool != nil {
+		c.cfg.Pool.Touch(c.Person())
 	}
 	// A new conversation starts in a process the warm pool started for
 	// it, when there is one.
-	if needSlot && fresh && s.fitsWarm() && s.adopt() {
+	if needSlot && fresh && c.fitsWarm() && c.adopt() {
 		needSlot = false
 	}
 	// A turn that needs a process waits for a slot before it starts, so a
 	// full server answers "busy" instead of a turn that fails.
 	if needSlot {
-		if err := s.cfg.Pool.acquire(ctx, s); err != nil {
-			s.mu.Lock()
-			s.running = false
-			s.mu.Unlock()
+		if err := c.cfg.Pool.acquire(ctx, c); err != nil {
+			c.mu.Lock()
+			c.running = false
+			c.mu.Unlock()
 			return err
 		}
 	}
 	id := uuid.NewString()
-	s.publish(Event{Kind: EventTurnStart, Text: text, MessageID: id})
-	proc, err := s.ensureProcess(ctx, needSlot)
+	c.publish(Event{Kind: EventTurnStart, Text: text, MessageID: id})
+	proc, err := c.ensureProcess(ctx, needSlot)
 	if err == nil {
-		s.mu.Lock()
-		interrupted := s.interrupting && s.turn == turn
-		s.mu.Unlock()
+		c.mu.Lock()
+		interrupted := c.interrupting && c.turn == turn
+		c.mu.Unlock()
 		if interrupted {
-			s.endTurn(turn, nil, nil, true)
+			c.endTurn(turn, nil, nil, true)
 			return nil
 		}
-		s.touch()
+		c.touch()
 		err = proc.SendUser(text, id)
 	}
 	if err != nil {
-		s.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
+		c.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
 	}
 	return nil
 }
@@ -328,25 +328,25 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 // whether it did. The process started without --resume: its conversation
 // becomes the session's, and its id is recorded from the turn's first
 // message like any other.
-func (s *CLI) adopt() bool {
-	w := s.cfg.Pool.take(s)
+func (c *CLI) adopt() bool {
+	w := c.cfg.Pool.take(c)
 	if w == nil {
 		return false
 	}
 	var h Handlers
-	if s.cfg.Handlers != nil {
-		h = s.cfg.Handlers(s)
+	if c.cfg.Handlers != nil {
+		h = c.cfg.Handlers(c)
 	}
-	if !w.bind(s, h) {
+	if !w.bind(c, h) {
 		// It exited after it was taken; the pool has forgotten it.
 		return false
 	}
-	s.mu.Lock()
-	closed := s.closed
+	c.mu.Lock()
+	closed := c.closed
 	if !closed {
-		s.proc = w.proc
+		c.proc = w.proc
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if closed {
 		_ = w.proc.Close()
 		return false
@@ -355,52 +355,52 @@ func (s *CLI) adopt() bool {
 	case <-w.proc.Done():
 		// It exited before it was ours: onExit did not see it as this
 		// session's process.
-		s.mu.Lock()
-		if s.proc == w.proc {
-			s.proc = nil
+		c.mu.Lock()
+		if c.proc == w.proc {
+			c.proc = nil
 		}
-		s.mu.Unlock()
+		c.mu.Unlock()
 		return false
 	default:
 	}
-	s.log.Info().Int("pid", w.proc.Pid()).Msg("took a started claude from the warm pool")
+	c.log.Info().Int("pid", w.proc.Pid()).Msg("took a started claude from the warm pool")
 	return true
 }
 
 // ensureProcess returns the live process, starting (and initializing) one
 // when there is none. A resume the CLI cannot do starts a fresh
 // conversation, once, and says so.
-func (s *CLI) ensureProcess(ctx context.Context, reserved bool) (*Process, error) {
-	s.mu.Lock()
-	if s.proc != nil {
-		p := s.proc
-		s.mu.Unlock()
+func (c *CLI) ensureProcess(ctx context.Context, reserved bool) (*Process, error) {
+	c.mu.Lock()
+	if c.proc != nil {
+		p := c.proc
+		c.mu.Unlock()
 		if reserved {
-			s.cfg.Pool.unreserve(s)
+			c.cfg.Pool.unreserve(c)
 		}
 		return p, nil
 	}
-	resume := s.cliSessionID
-	s.mu.Unlock()
-	if !reserved && s.cfg.Pool != nil {
-		if err := s.cfg.Pool.acquire(ctx, s); err != nil {
+	resume := c.cliSessionID
+	c.mu.Unlock()
+	if !reserved && c.cfg.Pool != nil {
+		if err := c.cfg.Pool.acquire(ctx, c); err != nil {
 			return nil, err
 		}
 	}
 
-	p, err := s.spawn(ctx, resume)
+	p, err := c.spawn(ctx, resume)
 	if err != nil && resume != "" && resumeFailed(err) {
-		s.log.Warn().Str("cli_session", resume).Err(err).Msg("resume failed; starting a fresh conversation")
-		s.publish(Event{Kind: EventNotice, Text: "The earlier conversation could not be resumed; starting a fresh one."})
-		s.mu.Lock()
-		s.cliSessionID = ""
-		s.mu.Unlock()
-		if s.cfg.Pool != nil {
-			if err := s.cfg.Pool.acquire(ctx, s); err != nil {
+		c.log.Warn().Str("cli_session", resume).Err(err).Msg("resume failed; starting a fresh conversation")
+		c.publish(Event{Kind: EventNotice, Text: "The earlier conversation could not be resumed; starting a fresh one."})
+		c.mu.Lock()
+		c.cliSessionID = ""
+		c.mu.Unlock()
+		if c.cfg.Pool != nil {
+			if err := c.cfg.Pool.acquire(ctx, c); err != nil {
 				return nil, err
 			}
 		}
-		p, err = s.spawn(ctx, "")
+		p, err = c.spawn(ctx, "")
 	}
 	return p, err
 }
@@ -413,16 +413,16 @@ func resumeFailed(err error) bool {
 }
 
 // limitsChanged reports whether the live process was started with other
-// limits than the settings ask for now. s.mu is held.
-func (s *CLI) limitsChanged() bool {
-	if s.settings.MaxTurns != s.procTurns {
+// limits than the settings ask for now. c.mu is held.
+func (c *CLI) limitsChanged() bool {
+	if c.settings.MaxTurns != c.procTurns {
 		return true
 	}
-	if s.settings.BudgetUSD <= 0 {
-		return s.procCap > 0
+	if c.settings.BudgetUSD <= 0 {
+		return c.procCap > 0
 	}
-	left := s.procCap - s.procCost
-	return s.procCap <= 0 || left-s.settings.BudgetUSD > budgetSlack || s.settings.BudgetUSD-left > budgetSlack
+	left := c.procCap - c.procCost
+	return c.procCap <= 0 || left-c.settings.BudgetUSD > budgetSlack || c.settings.BudgetUSD-left > budgetSlack
 }
 
 // budgetSlack is how far a live process's remaining budget may be from
@@ -432,14 +432,14 @@ const budgetSlack = 0.01
 // launchSpec is the Spec a process of this session starts with now: the
 // configured one with the session's settings, and for a resume the fork
 // or rewind still to take.
-func (s *CLI) launchSpec(resume string) Spec {
-	spec := s.cfg.Spec
-	s.mu.Lock()
-	set := s.settings
+func (c *CLI) launchSpec(resume string) Spec {
+	spec := c.cfg.Spec
+	c.mu.Lock()
+	set := c.settings
 	if resume != "" {
-		spec.ForkSession, spec.ResumeAt = s.fork, s.resumeAt
+		spec.ForkSession, spec.ResumeAt = c.fork, c.resumeAt
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if set.Model != "" {
 		spec.Model = set.Model
 	}
@@ -460,77 +460,77 @@ func (s *CLI) launchSpec(resume string) Spec {
 // runs this session as it is set now: the warm pool starts its processes
 // with that Spec, so a session with a model, mode, thinking budget or
 // limits of its own starts its own.
-func (s *CLI) fitsWarm() bool {
-	return slices.Equal(s.launchSpec("").Args(""), s.cfg.Spec.Args(""))
+func (c *CLI) fitsWarm() bool {
+	return slices.Equal(c.launchSpec("").Args(""), c.cfg.Spec.Args(""))
 }
 
-func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
-	spec := s.launchSpec(resume)
+func (c *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
+	spec := c.launchSpec(resume)
 	var h Handlers
-	if s.cfg.Handlers != nil {
-		h = s.cfg.Handlers(s)
+	if c.cfg.Handlers != nil {
+		h = c.cfg.Handlers(c)
 	}
 	var p *Process
 	ready := make(chan struct{})
 	var err error
-	cred := spec.credential(s.cfg.ID)
+	cred := spec.credential(c.cfg.ID)
 	argv := spec.Command(resume)
 	p, err = StartProcess(ProcessConfig{
 		Path:     argv[0],
 		Args:     argv[1:],
-		Dir:      s.cfg.Dir,
+		Dir:      c.cfg.Dir,
 		Env:      spec.env(cred),
 		Handlers: h,
 		OnMessage: func(m *Message) {
 			<-ready
-			s.onMessage(p, m)
+			c.onMessage(p, m)
 		},
 		OnExit: func(err error) {
 			<-ready
 			cred.revoke()
-			if s.cfg.Pool != nil {
-				s.cfg.Pool.exited(p)
+			if c.cfg.Pool != nil {
+				c.cfg.Pool.exited(p)
 			}
-			s.onExit(p, err)
+			c.onExit(p, err)
 		},
 		Grace:  spec.grace(),
-		Logger: s.log,
+		Logger: c.log,
 	})
 	if err != nil {
 		cred.revoke()
-		if s.cfg.Pool != nil {
-			s.cfg.Pool.unreserve(s)
+		if c.cfg.Pool != nil {
+			c.cfg.Pool.unreserve(c)
 		}
 		return nil, err
 	}
-	if s.cfg.Pool != nil {
-		s.cfg.Pool.started(p, s)
+	if c.cfg.Pool != nil {
+		c.cfg.Pool.started(p, c)
 	}
-	s.mu.Lock()
-	closed := s.closed
-	s.spawning = p
-	s.mu.Unlock()
+	c.mu.Lock()
+	closed := c.closed
+	c.spawning = p
+	c.mu.Unlock()
 	close(ready)
 	if closed {
 		_ = p.Close()
 		return nil, ErrClosed
 	}
-	s.log.Info().Int("pid", p.Pid()).Str("resume", resume).Msg("claude process started")
+	c.log.Info().Int("pid", p.Pid()).Str("resume", resume).Msg("claude process started")
 
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spec.initTimeout())
 	defer cancel()
 	_, err = p.Request(ictx, "initialize", spec.initializeBody())
-	s.mu.Lock()
-	s.spawning = nil
-	if err == nil && s.closed {
+	c.mu.Lock()
+	c.spawning = nil
+	if err == nil && c.closed {
 		err = ErrClosed
 	}
 	if err == nil {
-		s.proc = p
-		s.procCap, s.procTurns, s.procCost, s.procUsage = spec.MaxBudgetUSD, spec.MaxTurns, 0, nil
-		s.pendingFork, s.pendingResumeAt = spec.ForkSession, spec.ResumeAt
+		c.proc = p
+		c.procCap, c.procTurns, c.procCost, c.procUsage = spec.MaxBudgetUSD, spec.MaxTurns, 0, nil
+		c.pendingFork, c.pendingResumeAt = spec.ForkSession, spec.ResumeAt
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if err != nil {
 		p.Kill()
 		_ = p.Close()
@@ -542,66 +542,66 @@ func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 	return p, nil
 }
 
-func (s *CLI) onMessage(p *Process, m *Message) {
-	s.mu.Lock()
-	if s.proc != p {
+func (c *CLI) onMessage(p *Process, m *Message) {
+	c.mu.Lock()
+	if c.proc != p {
 		// Before initialize is answered the CLI only writes on its way out
 		// (a failed --resume ends with an error result): that belongs to
 		// the start-up error, not to the turn.
-		starting := s.spawning == p
-		s.mu.Unlock()
+		starting := c.spawning == p
+		c.mu.Unlock()
 		if starting {
-			s.log.Debug().Str("type", m.Type).Str("subtype", m.Subtype).Msg("cli output during start-up")
+			c.log.Debug().Str("type", m.Type).Str("subtype", m.Subtype).Msg("cli output during start-up")
 		}
 		return
 	}
 	if m.SessionID != "" && (m.Type == "result" || (m.Type == "system" && m.Subtype == "init")) {
-		s.cliSessionID = m.SessionID
+		c.cliSessionID = m.SessionID
 	}
-	if m.Type == "system" && m.PermissionMode != "" && s.settings.PermissionMode != "" {
+	if m.Type == "system" && m.PermissionMode != "" && c.settings.PermissionMode != "" {
 		// The CLI changes its mode itself (an approved plan ends plan
 		// mode); the next process starts in the mode it is in now.
-		s.settings.PermissionMode = m.PermissionMode
+		c.settings.PermissionMode = m.PermissionMode
 	}
 	var usage *Usage
 	if m.Type == "result" {
-		usage = s.turnUsage(m)
+		usage = c.turnUsage(m)
 		if !m.IsError {
 			// The conversation the process was started on is now on
 			// disk: a later resume continues it as it is.
-			if s.pendingFork {
-				s.fork, s.pendingFork = false, false
+			if c.pendingFork {
+				c.fork, c.pendingFork = false, false
 			}
-			if s.pendingResumeAt != "" && s.resumeAt == s.pendingResumeAt {
-				s.resumeAt, s.pendingResumeAt = "", ""
+			if c.pendingResumeAt != "" && c.resumeAt == c.pendingResumeAt {
+				c.resumeAt, c.pendingResumeAt = "", ""
 			}
 		}
 	}
-	turn, running := s.turn, s.running
-	interrupted := s.interrupting
-	s.mu.Unlock()
-	s.touch()
+	turn, running := c.turn, c.running
+	interrupted := c.interrupting
+	c.mu.Unlock()
+	c.touch()
 
-	s.publish(Event{Kind: EventCLI, Msg: m})
+	c.publish(Event{Kind: EventCLI, Msg: m})
 	if m.Type == "result" && running {
-		s.endTurnUsage(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming", usage)
+		c.endTurnUsage(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming", usage)
 	}
 }
 
 // turnUsage is what the turn that m (a result) ends used: the CLI's
 // totals count from the process's start, so the turn's share is the
-// difference from the previous result. s.mu is held.
-func (s *CLI) turnUsage(m *Message) *Usage {
+// difference from the previous result. c.mu is held.
+func (c *CLI) turnUsage(m *Message) *Usage {
 	if m.TotalCostUSD == nil && m.ModelUsage == nil {
 		return nil
 	}
 	u := &Usage{NumTurns: m.NumTurns, DurationMS: m.DurationMS, APIDurationMS: m.DurationAPIMS}
 	if m.TotalCostUSD != nil {
-		u.CostUSD = max(*m.TotalCostUSD-s.procCost, 0)
-		s.procCost = *m.TotalCostUSD
+		u.CostUSD = max(*m.TotalCostUSD-c.procCost, 0)
+		c.procCost = *m.TotalCostUSD
 	}
 	for name, total := range m.ModelUsage {
-		prev := s.procUsage[name]
+		prev := c.procUsage[name]
 		d := ModelUsage{
 			InputTokens:              total.InputTokens - prev.InputTokens,
 			OutputTokens:             total.OutputTokens - prev.OutputTokens,
@@ -624,24 +624,24 @@ func (s *CLI) turnUsage(m *Message) *Usage {
 		u.WebSearchRequests += d.WebSearchRequests
 	}
 	if m.ModelUsage != nil {
-		s.procUsage = m.ModelUsage
+		c.procUsage = m.ModelUsage
 	}
 	return u
 }
 
-func (s *CLI) onExit(p *Process, err error) {
-	s.mu.Lock()
-	if s.proc != p {
-		s.mu.Unlock()
+func (c *CLI) onExit(p *Process, err error) {
+	c.mu.Lock()
+	if c.proc != p {
+		c.mu.Unlock()
 		return
 	}
-	s.proc = nil
-	turn, running, closed := s.turn, s.running, s.closed
-	interrupting := s.interrupting
-	s.mu.Unlock()
+	c.proc = nil
+	turn, running, closed := c.turn, c.running, c.closed
+	interrupting := c.interrupting
+	c.mu.Unlock()
 	if !running {
 		if err != nil {
-			s.log.Warn().Err(err).Msg("claude exited between turns; the next turn resumes")
+			c.log.Warn().Err(err).Msg("claude exited between turns; the next turn resumes")
 		}
 		return
 	}
@@ -651,33 +651,33 @@ func (s *CLI) onExit(p *Process, err error) {
 	case err == nil:
 		err = ErrProcessExited
 	}
-	s.endTurn(turn, nil, err, interrupting)
+	c.endTurn(turn, nil, err, interrupting)
 }
 
 // endTurn closes turn once: a later call for the same turn does nothing.
-func (s *CLI) endTurn(turn int, result *Message, err error, interrupted bool) {
-	s.endTurnUsage(turn, result, err, interrupted, nil)
+func (c *CLI) endTurn(turn int, result *Message, err error, interrupted bool) {
+	c.endTurnUsage(turn, result, err, interrupted, nil)
 }
 
-func (s *CLI) endTurnUsage(turn int, result *Message, err error, interrupted bool, usage *Usage) {
-	s.mu.Lock()
-	if !s.running || s.turn != turn {
-		s.mu.Unlock()
+func (c *CLI) endTurnUsage(turn int, result *Message, err error, interrupted bool, usage *Usage) {
+	c.mu.Lock()
+	if !c.running || c.turn != turn {
+		c.mu.Unlock()
 		return
 	}
-	s.running = false
-	s.waiting = 0
-	s.interrupting = false
-	s.lastActivity = time.Now()
-	stopTimer(&s.stallTimer)
-	stopTimer(&s.killTimer)
-	s.mu.Unlock()
+	c.running = false
+	c.waiting = 0
+	c.interrupting = false
+	c.lastActivity = time.Now()
+	stopTimer(&c.stallTimer)
+	stopTimer(&c.killTimer)
+	c.mu.Unlock()
 	if err != nil {
-		s.log.Warn().Err(err).Msg("turn ended with an error")
+		c.log.Warn().Err(err).Msg("turn ended with an error")
 	}
-	s.publish(Event{Kind: EventTurnEnd, Msg: result, Err: err, Interrupted: interrupted, Usage: usage})
-	if s.cfg.Pool != nil {
-		s.cfg.Pool.idle()
+	c.publish(Event{Kind: EventTurnEnd, Msg: result, Err: err, Interrupted: interrupted, Usage: usage})
+	if c.cfg.Pool != nil {
+		c.cfg.Pool.idle()
 	}
 }
 
@@ -689,90 +689,90 @@ func stopTimer(t **time.Timer) {
 }
 
 // touch records output from the CLI and re-arms the stall watchdog.
-func (s *CLI) touch() {
-	if s.cfg.StallTimeout <= 0 {
+func (c *CLI) touch() {
+	if c.cfg.StallTimeout <= 0 {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.lastOutput = time.Now()
-	if !s.running {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastOutput = time.Now()
+	if !c.running {
 		return
 	}
-	if s.stallTimer == nil {
-		turn := s.turn
-		s.stallTimer = time.AfterFunc(s.cfg.StallTimeout, func() { s.checkStall(turn) })
+	if c.stallTimer == nil {
+		turn := c.turn
+		c.stallTimer = time.AfterFunc(c.cfg.StallTimeout, func() { c.checkStall(turn) })
 	}
 }
 
-func (s *CLI) checkStall(turn int) {
-	s.mu.Lock()
-	s.stallTimer = nil
-	if !s.running || s.turn != turn || s.proc == nil {
-		s.mu.Unlock()
+func (c *CLI) checkStall(turn int) {
+	c.mu.Lock()
+	c.stallTimer = nil
+	if !c.running || c.turn != turn || c.proc == nil {
+		c.mu.Unlock()
 		return
 	}
-	idle := time.Since(s.lastOutput)
-	if s.waiting > 0 || idle < s.cfg.StallTimeout {
+	idle := time.Since(c.lastOutput)
+	if c.waiting > 0 || idle < c.cfg.StallTimeout {
 		// Waiting for the person is not a stall; output came in meanwhile.
-		s.stallTimer = time.AfterFunc(max(s.cfg.StallTimeout-idle, time.Second), func() { s.checkStall(turn) })
-		s.mu.Unlock()
+		c.stallTimer = time.AfterFunc(max(c.cfg.StallTimeout-idle, time.Second), func() { c.checkStall(turn) })
+		c.mu.Unlock()
 		return
 	}
-	p := s.proc
+	p := c.proc
 	// Detached before the turn ends, so the next turn starts a fresh
 	// process instead of writing to this dying one.
-	s.proc = nil
-	s.mu.Unlock()
-	s.log.Warn().Dur("silent", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
+	c.proc = nil
+	c.mu.Unlock()
+	c.log.Warn().Dur("silent", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
 	p.Kill()
 	// The process's own reaper collects it; Wait also closes its stdin.
-	s.endTurn(turn, nil, fmt.Errorf("%w (%s)", ErrStalled, idle.Round(time.Second)), false)
+	c.endTurn(turn, nil, fmt.Errorf("%w (%s)", ErrStalled, idle.Round(time.Second)), false)
 }
 
 // Interrupt stops the running turn in-band; the turn ends with its result.
 // If the CLI does not end the turn within grace, the process is killed and
 // the turn ends with an error, so an interrupt never hangs.
-func (s *CLI) Interrupt(ctx context.Context) error {
-	s.mu.Lock()
-	if !s.running {
-		s.mu.Unlock()
+func (c *CLI) Interrupt(ctx context.Context) error {
+	c.mu.Lock()
+	if !c.running {
+		c.mu.Unlock()
 		return ErrNotRunning
 	}
-	s.interrupting = true
-	turn := s.turn
-	p := s.proc
-	grace := s.cfg.Spec.grace()
-	if s.killTimer == nil && p != nil {
-		s.killTimer = time.AfterFunc(grace, func() {
-			s.mu.Lock()
-			still := s.running && s.turn == turn
-			s.killTimer = nil
-			s.mu.Unlock()
+	c.interrupting = true
+	turn := c.turn
+	p := c.proc
+	grace := c.cfg.Spec.grace()
+	if c.killTimer == nil && p != nil {
+		c.killTimer = time.AfterFunc(grace, func() {
+			c.mu.Lock()
+			still := c.running && c.turn == turn
+			c.killTimer = nil
+			c.mu.Unlock()
 			if still {
-				s.log.Warn().Msg("interrupt did not end the turn; killing claude")
+				c.log.Warn().Msg("interrupt did not end the turn; killing claude")
 				p.Kill()
 			}
 		})
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if p == nil {
 		return nil // still starting: Send sees the flag and ends the turn
 	}
 	rctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	if _, err := p.Request(rctx, "interrupt", nil); err != nil && !errors.Is(err, ErrProcessExited) {
-		s.log.Warn().Err(err).Msg("interrupt request failed")
+		c.log.Warn().Err(err).Msg("interrupt request failed")
 	}
 	return nil
 }
 
 // Control sends another control request (set_permission_mode, set_model,
 // ...) to the live process. ErrNotRunning if none runs.
-func (s *CLI) Control(ctx context.Context, subtype string, body map[string]any) ([]byte, error) {
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
+func (c *CLI) Control(ctx context.Context, subtype string, body map[string]any) ([]byte, error) {
+	c.mu.Lock()
+	p := c.proc
+	c.mu.Unlock()
 	if p == nil {
 		return nil, ErrNotRunning
 	}
@@ -780,10 +780,10 @@ func (s *CLI) Control(ctx context.Context, subtype string, body map[string]any) 
 }
 
 // Settings are the session's settings now.
-func (s *CLI) Settings() Settings {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.settings
+func (c *CLI) Settings() Settings {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settings
 }
 
 // Configure replaces the session's settings. A live process gets a
@@ -791,13 +791,13 @@ func (s *CLI) Settings() Settings {
 // through the CLI's control requests (for its next API request); if the CLI refuses
 // one, the settings stay as they were and the CLI's answer is the error.
 // The limits (turns, budget) are SetLimits's: Configure keeps them.
-func (s *CLI) Configure(ctx context.Context, set Settings) error {
-	s.mu.Lock()
-	old := s.settings
+func (c *CLI) Configure(ctx context.Context, set Settings) error {
+	c.mu.Lock()
+	old := c.settings
 	set.BudgetUSD, set.MaxTurns = old.BudgetUSD, old.MaxTurns
-	s.settings = set
-	p := s.proc
-	s.mu.Unlock()
+	c.settings = set
+	p := c.proc
+	c.mu.Unlock()
 	if p == nil {
 		return nil
 	}
@@ -821,12 +821,12 @@ func (s *CLI) Configure(ctx context.Context, set Settings) error {
 		_, err = p.Request(ctx, "apply_flag_settings", map[string]any{"settings": map[string]any{"effortLevel": set.Effort}})
 	}
 	if err != nil {
-		s.mu.Lock()
-		if s.settings == set {
-			s.settings.Model, s.settings.PermissionMode = old.Model, old.PermissionMode
-			s.settings.MaxThinkingTokens, s.settings.Effort = old.MaxThinkingTokens, old.Effort
+		c.mu.Lock()
+		if c.settings == set {
+			c.settings.Model, c.settings.PermissionMode = old.Model, old.PermissionMode
+			c.settings.MaxThinkingTokens, c.settings.Effort = old.MaxThinkingTokens, old.Effort
 		}
-		s.mu.Unlock()
+		c.mu.Unlock()
 		return fmt.Errorf("configure claude: %w", err)
 	}
 	return nil
@@ -836,22 +836,22 @@ func (s *CLI) Configure(ctx context.Context, set Settings) error {
 // with that id, dropping what came after it (--resume-session-at); ""
 // starts a fresh conversation. The live process, if any, is stopped.
 // ErrBusy while a turn runs.
-func (s *CLI) ResumeAt(entry string) error {
-	s.mu.Lock()
-	if s.running || s.holding {
-		s.mu.Unlock()
+func (c *CLI) ResumeAt(entry string) error {
+	c.mu.Lock()
+	if c.running || c.holding {
+		c.mu.Unlock()
 		return ErrBusy
 	}
-	p := s.proc
-	s.proc = nil
+	p := c.proc
+	c.proc = nil
 	if entry == "" {
-		s.cliSessionID, s.fork = "", false
+		c.cliSessionID, c.fork = "", false
 	}
-	s.resumeAt = entry
-	s.mu.Unlock()
+	c.resumeAt = entry
+	c.mu.Unlock()
 	if p != nil {
 		if err := p.Close(); err != nil {
-			s.log.Warn().Err(err).Msg("stop claude to rewind the conversation")
+			c.log.Warn().Err(err).Msg("stop claude to rewind the conversation")
 		}
 	}
 	return nil
@@ -861,10 +861,10 @@ func (s *CLI) ResumeAt(entry string) error {
 // bound) and the agent-turn bound of the next turns, leaving the other
 // settings as they are; a live process started with other limits is
 // replaced before the next turn.
-func (s *CLI) SetLimits(budgetUSD float64, maxTurns int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settings.BudgetUSD, s.settings.MaxTurns = budgetUSD, maxTurns
+func (c *CLI) SetLimits(budgetUSD float64, maxTurns int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settings.BudgetUSD, c.settings.MaxTurns = budgetUSD, maxTurns
 }
 
 // RewindResult is the CLI's answer to a rewind of its file checkpoints.
@@ -882,25 +882,25 @@ type RewindResult struct {
 // with dryRun it only reports the files it would change. With no live
 // process one is started, resuming the conversation. ErrBusy while a turn
 // runs; a turn cannot start meanwhile.
-func (s *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (RewindResult, error) {
-	s.mu.Lock()
+func (c *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (RewindResult, error) {
+	c.mu.Lock()
 	switch {
-	case s.closed:
-		s.mu.Unlock()
+	case c.closed:
+		c.mu.Unlock()
 		return RewindResult{}, ErrClosed
-	case s.running || s.holding:
-		s.mu.Unlock()
+	case c.running || c.holding:
+		c.mu.Unlock()
 		return RewindResult{}, ErrBusy
 	}
 	// No turn starts, and the process is not stopped, while files change.
-	s.holding = true
-	s.mu.Unlock()
+	c.holding = true
+	c.mu.Unlock()
 	defer func() {
-		s.mu.Lock()
-		s.holding = false
-		s.mu.Unlock()
+		c.mu.Lock()
+		c.holding = false
+		c.mu.Unlock()
 	}()
-	p, err := s.ensureProcess(ctx, false)
+	p, err := c.ensureProcess(ctx, false)
 	if err != nil {
 		return RewindResult{}, err
 	}
@@ -918,48 +918,48 @@ func (s *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (R
 // SetWaiting marks that the running turn waits for (true) or got (false) an
 // answer from the person; the sessions list shows it and the stall
 // watchdog holds off meanwhile.
-func (s *CLI) SetWaiting(waiting bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (c *CLI) SetWaiting(waiting bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if waiting {
-		s.waiting++
-	} else if s.waiting > 0 {
-		s.waiting--
+		c.waiting++
+	} else if c.waiting > 0 {
+		c.waiting--
 	}
-	s.lastOutput = time.Now()
+	c.lastOutput = time.Now()
 }
 
 // Notice publishes something the person should know to the session's
 // clients.
-func (s *CLI) Notice(text string) {
-	s.publish(Event{Kind: EventNotice, Text: text})
+func (c *CLI) Notice(text string) {
+	c.publish(Event{Kind: EventNotice, Text: text})
 }
 
 // StopIfIdle ends the live process if no turn runs, keeping the session:
 // the next turn resumes. It reports whether it stopped one.
-func (s *CLI) StopIfIdle() bool {
-	s.mu.Lock()
-	if s.running || s.holding || s.proc == nil {
-		s.mu.Unlock()
+func (c *CLI) StopIfIdle() bool {
+	c.mu.Lock()
+	if c.running || c.holding || c.proc == nil {
+		c.mu.Unlock()
 		return false
 	}
-	p := s.proc
+	p := c.proc
 	// Detached first, so a turn starting now spawns a fresh process
 	// rather than writing to this closing one.
-	s.proc = nil
-	s.mu.Unlock()
+	c.proc = nil
+	c.mu.Unlock()
 	if err := p.Close(); err != nil {
-		s.log.Warn().Err(err).Msg("stop idle claude")
+		c.log.Warn().Err(err).Msg("stop idle claude")
 	}
 	return true
 }
 
 // Close ends the session and its process; it is idempotent.
-func (s *CLI) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	p, starting := s.proc, s.spawning
-	s.mu.Unlock()
+func (c *CLI) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	p, starting := c.proc, c.spawning
+	c.mu.Unlock()
 	if starting != nil {
 		starting.Kill()
 	}
@@ -969,9 +969,9 @@ func (s *CLI) Close() error {
 	return nil
 }
 
-func (s *CLI) publish(ev Event) {
+func (c *CLI) publish(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
-	s.cfg.Sink.Publish(ev)
+	c.cfg.Sink.Publish(ev)
 }
