@@ -31,8 +31,9 @@ const (
 	EventCLI EventKind = iota
 	// EventTurnStart opens a turn; Text is the person's message.
 	EventTurnStart
-	// EventTurnEnd closes a turn, exactly once per EventTurnStart: Msg is
-	// the CLI's result, or Err says why the turn ended without one.
+	// EventTurnEnd closes a turn, exactly once per EventTurnStart and
+	// never before it: Msg is the CLI's result, or Err says why the turn
+	// ended without one.
 	EventTurnEnd
 	// EventNotice is something the person should know; Text says what.
 	EventNotice
@@ -43,7 +44,10 @@ const (
 
 // Event is what a CLI publishes to its Sink.
 type Event struct {
-	Kind        EventKind
+	Kind EventKind
+	// Turn is, on EventTurnStart and EventTurnEnd, the number of the
+	// CLI's turn (from 1), so a Sink can tell which start an end closes.
+	Turn        int
 	Msg         *Message
 	Text        string
 	Err         error
@@ -139,19 +143,80 @@ type CLIConfig struct {
 	// Pool, when set, bounds live processes across sessions.
 	Pool   *Pool
 	Logger zerolog.Logger
+	// OnSendStep, when set, is called at each step of Send with the
+	// process the turn runs on (nil while it has none): a seam for tests
+	// that kill the process at each point. Never set in production.
+	OnSendStep func(step SendStep, p *Process)
+}
+
+// SendStep is a point of Send where a process can die (CLIConfig.OnSendStep).
+type SendStep int
+
+// The steps of Send, in order.
+const (
+	// StepBeforeStart: the turn holds the session, and its process if one
+	// lives; its start is not published yet.
+	StepBeforeStart SendStep = iota
+	// StepAfterStart: the turn's start is published; its process, if
+	// one lives, is not the turn's yet.
+	StepAfterStart
+	// StepBeforeWrite: the turn has started and has its process; its
+	// message is not written yet.
+	StepBeforeWrite
+	// StepAfterWrite: the message was written to the process.
+	StepAfterWrite
+)
+
+func (s SendStep) String() string {
+	switch s {
+	case StepBeforeStart:
+		return "before start"
+	case StepAfterStart:
+		return "after start"
+	case StepBeforeWrite:
+		return "before write"
+	case StepAfterWrite:
+		return "after write"
+	}
+	return fmt.Sprintf("SendStep(%d)", int(s))
 }
 
 // CLI runs the claude of one chat session: one long-lived process at a time, one
 // turn at a time. A process that died is replaced on the next turn with
 // --resume, so the conversation continues.
+//
+// A turn starts once and ends once, whatever dies when:
+//   - Send claims the turn (running) and may then wait for a slot and a
+//     process; nothing can end the turn before its start is published
+//     (started), so a process that dies meanwhile only means the turn
+//     needs another one;
+//   - only a started turn ends, once: every end (the CLI's result, the
+//     process's exit, the stall watchdog, an interrupt, a failed start)
+//     goes through endTurn, which checks and clears running under mu;
+//   - the start and the end are decided and published under turnMu, so
+//     no end is published before its start;
+//   - the message is written to a process only if, checked under mu
+//     with the process's write lock held (it cannot be reaped meanwhile),
+//     its turn is still the one running and that process is still the
+//     turn's (written); a turn whose message was not written ends without
+//     it ever reaching the model.
 type CLI struct {
 	cfg CLIConfig
 	log zerolog.Logger
 
+	// turnMu orders the publication of turn starts and ends (see above).
+	// It is taken before mu, and held while the Sink publishes.
+	turnMu sync.Mutex
+
 	mu           sync.Mutex
 	proc         *Process
 	cliSessionID string
-	running      bool
+	// running: a turn holds the session (from Send on); started: its
+	// start is published; written: its message went to proc.
+	running, started, written bool
+	// cancelWait ends the waits of the running turn's Send (for a slot,
+	// for a process), for an interrupt.
+	cancelWait   context.CancelFunc
 	waiting      int
 	turn         int
 	interrupting bool
@@ -253,9 +318,12 @@ func (c *CLI) Pid() int {
 // Live reports whether a CLI process is running for this session.
 func (c *CLI) Live() bool { return c.Pid() != 0 }
 
-// Send starts a turn with the person's message. It returns once the message
-// is with the CLI (or the turn has already ended with an error event); the
-// turn's events follow on the Sink. ErrBusy if a turn is running.
+// Send starts a turn with the person's message. It returns once the
+// turn's start is published and its message is with the CLI (or the turn
+// has ended already, its end published too); the turn's events follow on
+// the Sink. It returns an error, and publishes nothing of the turn, only
+// when the turn never started: ErrBusy if a turn is running, ErrClosed,
+// or why no process slot was had.
 func (c *CLI) Send(ctx context.Context, text string) error {
 	c.mu.Lock()
 	switch {
@@ -266,13 +334,16 @@ func (c *CLI) Send(ctx context.Context, text string) error {
 		c.mu.Unlock()
 		return ErrBusy
 	}
-	c.running = true
-	c.interrupting = false
 	c.turn++
 	turn := c.turn
+	c.running, c.started, c.written, c.interrupting = true, false, false, false
+	// An interrupt ends the waits below (for a slot, for a process).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.cancelWait = cancel
 	c.lastActivity = time.Now()
 	var stale *Process
-	if c.proc != nil && c.limitsChanged() {
+	if c.proc != nil && c.limitsChangedLocked() {
 		// The CLI fixes its limits at start: a new process, resuming
 		// the conversation, runs this turn under the new ones.
 		stale, c.proc = c.proc, nil
@@ -298,30 +369,127 @@ func (c *CLI) Send(ctx context.Context, text string) error {
 	// full server answers "busy" instead of a turn that fails.
 	if needSlot {
 		if err := c.cfg.Pool.acquire(ctx, c); err != nil {
-			c.mu.Lock()
-			c.running = false
-			c.mu.Unlock()
-			return err
+			return c.notStarted(turn, text, err)
 		}
 	}
+	c.step(StepBeforeStart, c.process())
 	id := uuid.NewString()
-	c.publish(Event{Kind: EventTurnStart, Text: text, MessageID: id})
-	proc, err := c.ensureProcess(ctx, needSlot)
-	if err == nil {
-		c.mu.Lock()
-		interrupted := c.interrupting && c.turn == turn
-		c.mu.Unlock()
-		if interrupted {
-			c.endTurn(turn, nil, nil, true)
-			return nil
+	if err := c.startTurn(turn, text, id); err != nil {
+		if needSlot {
+			c.cfg.Pool.unreserve(c)
 		}
-		c.touch()
-		err = proc.SendUser(text, id)
+		return err
 	}
-	if err != nil {
+	c.step(StepAfterStart, c.process())
+	proc, err := c.ensureProcess(ctx, needSlot, turn)
+	switch {
+	case errors.Is(err, errTurnOver):
+		return nil // it ended while it waited; its end is published
+	case err != nil && c.interrupted(turn):
+		c.endTurn(turn, nil, nil, true)
+		return nil
+	case err != nil:
 		c.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
+		return nil
+	}
+	c.step(StepBeforeWrite, proc)
+	c.touch()
+	sent, err := proc.sendUserIf(text, id, func() bool { return c.claimWrite(turn, proc) })
+	switch {
+	case sent:
+		c.step(StepAfterWrite, proc)
+	case c.interrupted(turn):
+		// Interrupted before its message reached the CLI: it never will.
+		c.endTurn(turn, nil, nil, true)
+	case err != nil:
+		c.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
+	default:
+		// Ended meanwhile (its process died, it stalled): its end is
+		// published and its message goes nowhere. Or its process was
+		// replaced under it, which only an end does; end it anyway.
+		c.endTurn(turn, nil, fmt.Errorf("start turn: %w", ErrProcessExited), false)
 	}
 	return nil
+}
+
+// errTurnOver says that the turn a wait was for has ended meanwhile.
+var errTurnOver = errors.New("the turn has ended")
+
+// step calls the test seam OnSendStep, if set.
+func (c *CLI) step(s SendStep, p *Process) {
+	if c.cfg.OnSendStep != nil {
+		c.cfg.OnSendStep(s, p)
+	}
+}
+
+// process is the live process, or nil.
+func (c *CLI) process() *Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proc
+}
+
+// notStarted ends Send for a turn that never started because a wait
+// failed with err: an interrupt that cancelled the wait makes it a turn
+// that starts and ends interrupted at once (its message never reaches
+// the CLI), so its clients see it end; any other failure frees the
+// session and is Send's error.
+func (c *CLI) notStarted(turn int, text string, err error) error {
+	if c.interrupted(turn) {
+		if err := c.startTurn(turn, text, ""); err != nil {
+			return err
+		}
+		c.endTurn(turn, nil, nil, true)
+		return nil
+	}
+	c.mu.Lock()
+	if c.turn == turn {
+		c.running = false
+	}
+	c.mu.Unlock()
+	if c.cfg.Pool != nil {
+		c.cfg.Pool.idle()
+	}
+	return err
+}
+
+// interrupted reports whether turn is running and was interrupted.
+func (c *CLI) interrupted(turn int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running && c.turn == turn && c.interrupting
+}
+
+// startTurn publishes the start of turn, which Send holds; from now on
+// the turn can end. ErrClosed (and the session freed) if the session was
+// closed meanwhile.
+func (c *CLI) startTurn(turn int, text, messageID string) error {
+	c.turnMu.Lock()
+	defer c.turnMu.Unlock()
+	c.mu.Lock()
+	if c.closed {
+		c.running = false
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.started = true
+	c.mu.Unlock()
+	c.publish(Event{Kind: EventTurnStart, Turn: turn, Text: text, MessageID: messageID})
+	return nil
+}
+
+// claimWrite reports whether turn's message may be written to p now: the
+// turn still runs, uninterrupted, and p is still the session's process.
+// It is called with p's write lock held, so p cannot be reaped before
+// the write.
+func (c *CLI) claimWrite(turn int, p *Process) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running || c.turn != turn || !c.started || c.interrupting || c.proc != p {
+		return false
+	}
+	c.written = true
+	return true
 }
 
 // adopt makes a ready process of the warm pool this session's and reports
@@ -368,20 +536,31 @@ func (c *CLI) adopt() bool {
 }
 
 // ensureProcess returns the live process, starting (and initializing) one
-// when there is none. A resume the CLI cannot do starts a fresh
-// conversation, once, and says so.
-func (c *CLI) ensureProcess(ctx context.Context, reserved bool) (*Process, error) {
+// when there is none; reserved says a slot was taken for it. A resume
+// the CLI cannot do starts a fresh conversation, once, and says so. For
+// a turn (turn > 0) it starts nothing once the turn is over
+// (errTurnOver) or interrupted (context.Canceled).
+func (c *CLI) ensureProcess(ctx context.Context, reserved bool, turn int) (*Process, error) {
 	c.mu.Lock()
-	if c.proc != nil {
-		p := c.proc
-		c.mu.Unlock()
+	var stop error
+	switch {
+	case turn > 0 && (!c.running || c.turn != turn):
+		stop = errTurnOver
+	case turn > 0 && c.interrupting:
+		stop = context.Canceled
+	}
+	p := c.proc
+	resume := c.cliSessionID
+	c.mu.Unlock()
+	if stop != nil || p != nil {
 		if reserved {
 			c.cfg.Pool.unreserve(c)
 		}
+		if stop != nil {
+			return nil, stop
+		}
 		return p, nil
 	}
-	resume := c.cliSessionID
-	c.mu.Unlock()
 	if !reserved && c.cfg.Pool != nil {
 		if err := c.cfg.Pool.acquire(ctx, c); err != nil {
 			return nil, err
@@ -412,9 +591,9 @@ func resumeFailed(err error) bool {
 	return strings.Contains(err.Error(), "No conversation found")
 }
 
-// limitsChanged reports whether the live process was started with other
-// limits than the settings ask for now. c.mu is held.
-func (c *CLI) limitsChanged() bool {
+// limitsChangedLocked reports whether the live process was started with
+// other limits than the settings ask for now. c.mu is held.
+func (c *CLI) limitsChangedLocked() bool {
 	if c.settings.MaxTurns != c.procTurns {
 		return true
 	}
@@ -577,13 +756,15 @@ func (c *CLI) onMessage(p *Process, m *Message) {
 			}
 		}
 	}
-	turn, running := c.turn, c.running
+	// A result ends the turn whose message went to this process; one
+	// that comes before it (or between turns) ends nothing.
+	turn, ends := c.turn, c.running && c.written
 	interrupted := c.interrupting
 	c.mu.Unlock()
 	c.touch()
 
 	c.publish(Event{Kind: EventCLI, Msg: m})
-	if m.Type == "result" && running {
+	if m.Type == "result" && ends {
 		c.endTurnUsage(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming", usage)
 	}
 }
@@ -629,6 +810,9 @@ func (c *CLI) turnUsage(m *Message) *Usage {
 	return u
 }
 
+// onExit sees p gone. A turn that started ends with it, crashed; one
+// that has not started yet only needs another process, which Send starts
+// after the start.
 func (c *CLI) onExit(p *Process, err error) {
 	c.mu.Lock()
 	if c.proc != p {
@@ -636,10 +820,10 @@ func (c *CLI) onExit(p *Process, err error) {
 		return
 	}
 	c.proc = nil
-	turn, running, closed := c.turn, c.running, c.closed
+	turn, started, closed := c.turn, c.running && c.started, c.closed
 	interrupting := c.interrupting
 	c.mu.Unlock()
-	if !running {
+	if !started {
 		if err != nil {
 			c.log.Warn().Err(err).Msg("claude exited between turns; the next turn resumes")
 		}
@@ -654,18 +838,21 @@ func (c *CLI) onExit(p *Process, err error) {
 	c.endTurn(turn, nil, err, interrupting)
 }
 
-// endTurn closes turn once: a later call for the same turn does nothing.
+// endTurn ends turn if it is the running one and has started, once: a
+// later call for the same turn does nothing.
 func (c *CLI) endTurn(turn int, result *Message, err error, interrupted bool) {
 	c.endTurnUsage(turn, result, err, interrupted, nil)
 }
 
 func (c *CLI) endTurnUsage(turn int, result *Message, err error, interrupted bool, usage *Usage) {
+	c.turnMu.Lock()
+	defer c.turnMu.Unlock()
 	c.mu.Lock()
-	if !c.running || c.turn != turn {
+	if !c.running || c.turn != turn || !c.started {
 		c.mu.Unlock()
 		return
 	}
-	c.running = false
+	c.running, c.started, c.written = false, false, false
 	c.waiting = 0
 	c.interrupting = false
 	c.lastActivity = time.Now()
@@ -675,7 +862,7 @@ func (c *CLI) endTurnUsage(turn int, result *Message, err error, interrupted boo
 	if err != nil {
 		c.log.Warn().Err(err).Msg("turn ended with an error")
 	}
-	c.publish(Event{Kind: EventTurnEnd, Msg: result, Err: err, Interrupted: interrupted, Usage: usage})
+	c.publish(Event{Kind: EventTurnEnd, Turn: turn, Msg: result, Err: err, Interrupted: interrupted, Usage: usage})
 	if c.cfg.Pool != nil {
 		c.cfg.Pool.idle()
 	}
@@ -732,7 +919,10 @@ func (c *CLI) checkStall(turn int) {
 
 // Interrupt stops the running turn in-band; the turn ends with its result.
 // If the CLI does not end the turn within grace, the process is killed and
-// the turn ends with an error, so an interrupt never hangs.
+// the turn ends with an error, so an interrupt never hangs. A turn whose
+// message is not with the CLI yet stops waiting (for a slot, for its
+// process) and ends interrupted at once; its message never reaches the
+// CLI.
 func (c *CLI) Interrupt(ctx context.Context) error {
 	c.mu.Lock()
 	if !c.running {
@@ -740,10 +930,11 @@ func (c *CLI) Interrupt(ctx context.Context) error {
 		return ErrNotRunning
 	}
 	c.interrupting = true
-	turn := c.turn
+	turn, started, written := c.turn, c.started, c.written
+	cancelWait := c.cancelWait
 	p := c.proc
 	grace := c.cfg.Spec.grace()
-	if c.killTimer == nil && p != nil {
+	if written && c.killTimer == nil && p != nil {
 		c.killTimer = time.AfterFunc(grace, func() {
 			c.mu.Lock()
 			still := c.running && c.turn == turn
@@ -756,8 +947,18 @@ func (c *CLI) Interrupt(ctx context.Context) error {
 		})
 	}
 	c.mu.Unlock()
+	if !written {
+		if cancelWait != nil {
+			cancelWait()
+		}
+		// Not started yet: Send starts and ends it once its wait is over.
+		if started {
+			c.endTurn(turn, nil, nil, true)
+		}
+		return nil
+	}
 	if p == nil {
-		return nil // still starting: Send sees the flag and ends the turn
+		return nil // its process is gone, and the turn's end with it
 	}
 	rctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
@@ -900,7 +1101,7 @@ func (c *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (R
 		c.holding = false
 		c.mu.Unlock()
 	}()
-	p, err := c.ensureProcess(ctx, false)
+	p, err := c.ensureProcess(ctx, false, 0)
 	if err != nil {
 		return RewindResult{}, err
 	}
@@ -959,7 +1160,12 @@ func (c *CLI) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	p, starting := c.proc, c.spawning
+	cancelWait := c.cancelWait
 	c.mu.Unlock()
+	if cancelWait != nil {
+		// A turn waiting for a slot stops waiting.
+		cancelWait()
+	}
 	if starting != nil {
 		starting.Kill()
 	}

@@ -43,7 +43,7 @@ func TestLimitsChangedAsksForANewProcess(t *testing.T) {
 		s := NewCLI(CLIConfig{ID: "s"})
 		s.procCap, s.procCost, s.procTurns = tc.capUSD, tc.spent, tc.turns
 		s.settings = Settings{BudgetUSD: tc.asked, MaxTurns: tc.askedTurns}
-		if got := s.limitsChanged(); got != tc.want {
+		if got := s.limitsChangedLocked(); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
