@@ -121,13 +121,13 @@ func (c *Session) configure(ctx context.Context, change func(*supervisor.Setting
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.publishSettings()
-	c.persist()
+	c.publishSettingsLocked()
+	c.persistLocked()
 	return nil
 }
 
-// publishSettings tells the clients the session's settings. c.mu is held.
-func (c *Session) publishSettings() {
+// publishSettingsLocked tells the clients the session's settings. c.mu is held.
+func (c *Session) publishSettingsLocked() {
 	set := c.sess.Settings()
 	model := set.Model
 	if model == "" {
@@ -137,9 +137,9 @@ func (c *Session) publishSettings() {
 		MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort}, false, false)
 }
 
-// noteReported keeps the model and permission mode a system message of
+// noteReportedLocked keeps the model and permission mode a system message of
 // the CLI reports, and tells the clients of a change. c.mu is held.
-func (c *Session) noteReported(m *supervisor.Message) {
+func (c *Session) noteReportedLocked(m *supervisor.Message) {
 	changed := false
 	if m.Subtype == "init" && m.Model != "" && m.Model != c.model {
 		c.model, changed = m.Model, c.model != ""
@@ -149,7 +149,7 @@ func (c *Session) noteReported(m *supervisor.Message) {
 		c.mode = m.PermissionMode
 	}
 	if changed {
-		c.publishSettings()
+		c.publishSettingsLocked()
 	}
 }
 
@@ -303,9 +303,9 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 		c.mu.Lock()
 		if e := c.stream.publishJSON(clientevent.Rewound{Type: "rewound", MessageID: req.MessageID, Turn: turn, Files: res.Files,
 			Conversation: req.Conversation}, false, false); e != nil {
-			c.observe(e, nil)
+			c.observeLocked(e, nil)
 		}
-		c.persist()
+		c.persistLocked()
 		c.mu.Unlock()
 	}
 	return res, nil

@@ -66,6 +66,9 @@ type Ticket struct {
 	slotWait chan struct{}
 	slotOnce bool
 
+	// cliStarted: the CLI started the message's turn (its start arrived;
+	// its events may still wait to be published).
+	cliStarted bool
 	// Set under Session.mu; turn, startSeq and err before started closes.
 	turn      int
 	startSeq  int64
@@ -227,10 +230,11 @@ func (c *Session) resendTarget(text string, now time.Time) *Ticket {
 	return c.queue.resendOf(text, true, now)
 }
 
-// queueSees updates the queue for an event of the session as it
+// queueSeesLocked updates the queue for an event of the session as it
 // arrives, before any event is held back, and reports whether the event
-// was for the queue only. c.mu is held.
-func (c *Session) queueSees(ev supervisor.Event) bool {
+// was for the queue only; advance lets a turn's end make the next
+// waiting message current. c.mu is held.
+func (c *Session) queueSeesLocked(ev supervisor.Event, advance bool) bool {
 	q := &c.queue
 	switch ev.Kind {
 	case supervisor.EventSlotWait:
@@ -240,23 +244,27 @@ func (c *Session) queueSees(ev supervisor.Event) bool {
 		}
 		return true
 	case supervisor.EventTurnStart:
-		if q.current == nil {
+		if q.current == nil || q.current.cliStarted {
 			// A turn started on the session directly holds the session
 			// like any other.
 			t := newTicket(ev.Text, ev.Time)
 			q.current = t
 			q.sent = append(q.sent, t)
 		}
+		q.current.cliStarted = true
+		c.cliTurn.ticket = q.current
 	case supervisor.EventTurnEnd:
 		q.current = nil
-		q.toStart = q.next()
+		if advance {
+			q.toStart = q.next()
+		}
 	}
 	return false
 }
 
-// startTicket gives the turn that ev opened (nil: the stream is closed)
+// startTicketLocked gives the turn that ev opened (nil: the stream is closed)
 // to the first message sent whose turn had not started. c.mu is held.
-func (c *Session) startTicket(ev *Event, text string, now time.Time) {
+func (c *Session) startTicketLocked(ev *Event, text string, now time.Time) {
 	q := &c.queue
 	var t *Ticket
 	for _, s := range q.sent {
@@ -277,9 +285,9 @@ func (c *Session) startTicket(ev *Event, text string, now time.Time) {
 	close(t.started)
 }
 
-// endTicket retires the first message sent, whose turn just ended on the
+// endTicketLocked retires the first message sent, whose turn just ended on the
 // stream. c.mu is held.
-func (c *Session) endTicket(now time.Time) {
+func (c *Session) endTicketLocked(now time.Time) {
 	q := &c.queue
 	if len(q.sent) == 0 {
 		return
@@ -475,11 +483,7 @@ func (s *Registry) dispatch(c *Session, t *Ticket) {
 		// An interrupt that ends a draft's turn must not reach this one.
 		c.waitDraftStop()
 		for t != nil {
-			err := s.Send(c.ctx, c, t.Message)
-			if err == nil {
-				return
-			}
-			t = c.startFailed(t, err)
+			t = c.sent(t, s.Send(c.ctx, c, t.Message))
 		}
 	}()
 }

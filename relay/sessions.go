@@ -261,15 +261,16 @@ type Session struct {
 	// terminal: the conversation is open in a terminal (see terminal.go).
 	terminal bool
 	// onTurnEnd starts the turn-end hook for a turn-end event and reports
-	// whether it did (nil: there is none). While it runs, ending is set
-	// and the session's events wait in held, in order: the CLI's, and
-	// those a request of the CLI made meanwhile (publishInOrder).
+	// whether it did (nil: there is none). While it runs, the session's
+	// events wait in held, in order: the CLI's, and those a request of
+	// the CLI made meanwhile (publishInOrderLocked).
 	onTurnEnd func(end supervisor.Event) bool
-	ending    bool
-	held      []heldEvent
-	// cliTurns counts the turns started on the CLI, as they arrive;
-	// endedTurns the turn ends published. A question belongs to the turn
-	// the CLI was running when it asked (ask.turn).
+	held      heldEvents
+	// cliTurn is the CLI's turn as its events arrive (the turn rule,
+	// turns.go); cliTurns counts the turns started on the CLI, as they
+	// arrive; endedTurns the turn ends published. A question belongs to
+	// the turn the CLI was running when it asked (ask.turn).
+	cliTurn              cliTurn
 	cliTurns, endedTurns int
 
 	drafts drafts
@@ -289,40 +290,6 @@ func (c *Session) CLI() CLI { return c.sess }
 // Stream is the session's event log.
 func (c *Session) Stream() *Stream { return c.stream }
 
-// Publish implements supervisor.Sink: it translates the event, appends the
-// results to the stream and keeps the history, all in one order. A turn's
-// end waits for the turn-end hook, and the events after it wait too.
-func (c *Session) Publish(ev supervisor.Event) {
-	// The next waiting message starts once the lock is released.
-	defer c.startQueued()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	// A draft is decided as the person's message goes to the CLI, before
-	// anything of its turn can run, even while the turn's events wait.
-	c.draftHook(ev)
-	if ev.Kind == supervisor.EventTurnStart {
-		c.cliTurns++
-	}
-	// The session is free for the next message as soon as the CLI's turn
-	// ended, even while that turn's events wait.
-	if c.queueSees(ev) {
-		return
-	}
-	if c.ending {
-		c.held = append(c.held, heldEvent{ev: ev})
-		return
-	}
-	if ev.Kind == supervisor.EventTurnEnd && c.onTurnEnd != nil {
-		// Questions still open belong to the turn that just ended.
-		c.asks.cancelUpTo(c, c.endedTurns+1)
-		if c.onTurnEnd(ev) {
-			c.ending = true
-			return
-		}
-	}
-	c.apply(ev)
-}
-
 // heldEvent is one event waiting behind a turn's end hook: a CLI event, or
 // the publication of one a request of the CLI made (publish).
 type heldEvent struct {
@@ -330,21 +297,46 @@ type heldEvent struct {
 	publish func()
 }
 
-// publishInOrder publishes an event that a request of the CLI made (a
+// heldEvents keeps a session's events in order while a turn's end hook
+// runs: from the turn's end until finishTurn has published it, every
+// event waits here, and is published after it in the order it came. It
+// is guarded by Session.mu.
+type heldEvents struct {
+	ending bool
+	events []heldEvent
+}
+
+// waiting reports whether a turn's end hook runs: events wait.
+func (h *heldEvents) waiting() bool { return h.ending }
+
+// wait makes the events from now on wait, for a turn's end hook.
+func (h *heldEvents) wait() { h.ending = true }
+
+// add keeps one event until the hook is done.
+func (h *heldEvents) add(e heldEvent) { h.events = append(h.events, e) }
+
+// release ends the wait and returns the events kept, in order.
+func (h *heldEvents) release() []heldEvent {
+	held := h.events
+	h.ending, h.events = false, nil
+	return held
+}
+
+// publishInOrderLocked publishes an event that a request of the CLI made (a
 // question, a draft, their answers) in the order of the turn it belongs
 // to: while the turn before waits for its end hook, it waits behind that
 // end and the new turn's start, as the CLI's own events do. then, if not
 // nil, gets the published event. c.mu is held.
-func (c *Session) publishInOrder(body clientevent.Body, then func(*Event)) {
+func (c *Session) publishInOrderLocked(body clientevent.Body, then func(*Event)) {
 	publish := func() {
-		c.flushText()
+		c.flushTextLocked()
 		e := c.stream.publishJSON(body, false, false)
 		if then != nil {
 			then(e)
 		}
 	}
-	if c.ending {
-		c.held = append(c.held, heldEvent{publish: publish})
+	if c.held.waiting() {
+		c.held.add(heldEvent{publish: publish})
 		return
 	}
 	publish()
@@ -359,13 +351,11 @@ func (c *Session) finishTurn(end supervisor.Event, hook func() string) {
 	for {
 		status := hook()
 		c.mu.Lock()
-		c.ending = false
+		held := c.held.release()
 		if status != "" {
-			c.apply(supervisor.Event{Kind: supervisor.EventNotice, Text: status, Time: time.Now()})
+			c.applyLocked(supervisor.Event{Kind: supervisor.EventNotice, Text: status, Time: time.Now()})
 		}
-		c.apply(end)
-		held := c.held
-		c.held = nil
+		c.applyLocked(end)
 		next := -1
 		for i, h := range held {
 			if h.publish != nil {
@@ -376,25 +366,27 @@ func (c *Session) finishTurn(end supervisor.Event, hook func() string) {
 				next = i
 				break
 			}
-			c.apply(h.ev)
+			c.applyLocked(h.ev)
 		}
 		if next < 0 {
 			c.mu.Unlock()
 			return
 		}
-		c.ending = true
+		c.held.wait()
 		end = held[next].ev
-		c.held = held[next+1:]
+		for _, h := range held[next+1:] {
+			c.held.add(h)
+		}
 		c.mu.Unlock()
 	}
 }
 
-// apply publishes one supervisor event. c.mu is held.
-func (c *Session) apply(ev supervisor.Event) {
+// applyLocked publishes one supervisor event. c.mu is held.
+func (c *Session) applyLocked(ev supervisor.Event) {
 	var took time.Duration
 	var failed bool
 	if ev.Kind == supervisor.EventTurnEnd {
-		ev = c.endShown(ev)
+		ev = c.endShownLocked(ev)
 		// Questions still open belong to the turn that just ended; the
 		// next turn's may be open already.
 		c.endedTurns = min(c.endedTurns+1, c.cliTurns)
@@ -408,10 +400,10 @@ func (c *Session) apply(ev supervisor.Event) {
 	// Text held back for the next delta goes out before anything else:
 	// no delta follows it.
 	if ev.Kind != supervisor.EventCLI || ev.Msg == nil || ev.Msg.Type != "stream_event" {
-		c.flushText()
+		c.flushTextLocked()
 	}
 	var started *Event
-	for _, o := range c.hold.Apply(c.viewDraft(ev, c.tr.Translate(ev))) {
+	for _, o := range c.hold.Apply(c.viewDraftLocked(ev, c.tr.Translate(ev))) {
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Kind == supervisor.EventTurnEnd && c.refused != nil {
 			// The gateway refused a model request for a spent budget: the
 			// CLI saw an API error, the person reads which budget.
@@ -424,7 +416,7 @@ func (c *Session) apply(ev supervisor.Event) {
 		}
 		e := c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
 		if e != nil {
-			c.observe(e, o.Body)
+			c.observeLocked(e, o.Body)
 		}
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Msg != nil {
 			// The person got a sentence; the CLI's own words (which name
@@ -438,18 +430,18 @@ func (c *Session) apply(ev supervisor.Event) {
 	}
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
-		c.startTicket(started, ev.Text, ev.Time)
+		c.startTicketLocked(started, ev.Text, ev.Time)
 	case supervisor.EventTurnEnd:
-		c.endTicket(ev.Time)
+		c.endTicketLocked(ev.Time)
 	}
 	if ev.Kind == supervisor.EventTurnStart {
-		c.announceDraft()
+		c.announceDraftLocked()
 	}
 	if ev.Kind == supervisor.EventTurnStart || ev.Kind == supervisor.EventTurnEnd {
 		c.lastActivity = ev.Time
 	}
 	if ev.Kind == supervisor.EventCLI && ev.Msg != nil && ev.Msg.Type == "system" {
-		c.noteReported(ev.Msg)
+		c.noteReportedLocked(ev.Msg)
 	}
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
@@ -479,25 +471,25 @@ func (c *Session) apply(ev supervisor.Event) {
 			outcome = "error"
 		}
 		c.log.Info().Str("person", c.Person).Str("outcome", outcome).Dur("took", took).AnErr("error", ev.Err).Msg("turn ended")
-		c.persist()
+		c.persistLocked()
 	}
 }
 
-// flushText publishes the text held back for the next delta, if any.
+// flushTextLocked publishes the text held back for the next delta, if any.
 // c.mu is held.
-func (c *Session) flushText() {
+func (c *Session) flushTextLocked() {
 	if t, ok := c.hold.Flush(); ok {
 		if e := c.stream.publishJSON(t, false, false); e != nil {
-			c.observe(e, t)
+			c.observeLocked(e, t)
 		}
 	}
 }
 
-// observe keeps the history and title from the session's own events; the
+// observeLocked keeps the history and title from the session's own events; the
 // same code rebuilds them from the log after a restart. body is the event
 // as published, or nil for a logged event, which is then decoded from its
 // line. c.mu is held.
-func (c *Session) observe(ev *Event, body clientevent.Body) {
+func (c *Session) observeLocked(ev *Event, body clientevent.Body) {
 	switch {
 	case ev.Type == "rewound":
 		e, ok := body.(clientevent.Rewound)
@@ -536,7 +528,7 @@ func (c *Session) observe(ev *Event, body clientevent.Body) {
 }
 
 // historyAnswer is the assistant's entry in the compat history for a turn
-// that ended with ev (a done or error event; body as for observe): the
+// that ended with ev (a done or error event; body as for observeLocked): the
 // turn's text, and for a turn that did not complete, a marker saying so,
 // so a partial answer never reads as a whole one.
 func historyAnswer(text string, ev *Event, body clientevent.Body) string {
@@ -567,13 +559,13 @@ func historyAnswer(text string, ev *Event, body clientevent.Body) string {
 	return text + "\n\n" + marker
 }
 
-// persist queues the index entry and, for a log grown too big, its
+// persistLocked queues the index entry and, for a log grown too big, its
 // compaction, for the log writer. c.mu is held; the disk is not touched.
-func (c *Session) persist() {
+func (c *Session) persistLocked() {
 	if c.elog == nil {
 		return
 	}
-	c.elog.SaveIndex(c.meta())
+	c.elog.SaveIndex(c.metaLocked())
 	if c.elog.Bytes() > DefaultMaxLogBytes {
 		c.stream.compact(func(events []*Event) []*Event {
 			kept := compactEvents(events, DefaultKeepCLITurns)
@@ -585,8 +577,8 @@ func (c *Session) persist() {
 	}
 }
 
-// meta is the session's index entry. c.mu is held.
-func (c *Session) meta() meta {
+// metaLocked is the session's index entry. c.mu is held.
+func (c *Session) metaLocked() meta {
 	set := c.sess.Settings()
 	return meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
 		Created: c.Created, LastActivity: c.lastActivity,
@@ -764,7 +756,7 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 	c.hold = clientevent.NewTextHold(c.redact)
 	c.stream.restore(events)
 	for _, ev := range events {
-		c.observe(ev, nil)
+		c.observeLocked(ev, nil)
 	}
 	c.sess = s.cfg.Launcher.Launch(SessionParams{ID: m.ID, Person: m.Person, CLISessionID: m.CLISessionID,
 		Fork: m.Fork, ResumeAt: m.ResumeAt,
@@ -798,7 +790,7 @@ func (s *Registry) restore(l loaded) error {
 			c.stream.publishJSON(answeredEvent{Type: p.kind + "_answered", RequestID: p.id, Outcome: "cancelled"}, false, false)
 		}
 		if e := c.stream.publishJSON(clientevent.Restarted(), false, true); e != nil {
-			c.observe(e, nil)
+			c.observeLocked(e, nil)
 		}
 		c.mu.Unlock()
 	}
@@ -1058,7 +1050,7 @@ func (s *Registry) Close() {
 			c.waitDraftStop()
 			c.stream.Close()
 			c.mu.Lock()
-			c.persist()
+			c.persistLocked()
 			c.mu.Unlock()
 			if c.elog != nil {
 				if err := c.elog.Close(); err != nil {

@@ -61,7 +61,7 @@ func (c *Session) terminalRefusedLocked() error {
 	switch {
 	case c.terminal:
 		return ErrTerminalOpen
-	case c.queue.current != nil, len(c.queue.waiting) > 0, c.ending, c.sess.State() != supervisor.StateIdle:
+	case c.queue.current != nil, len(c.queue.waiting) > 0, c.held.waiting(), c.sess.State() != supervisor.StateIdle:
 		return supervisor.ErrBusy
 	}
 	return nil
@@ -82,7 +82,7 @@ func (c *Session) CloseTerminal(cliSessionID string) {
 	c.stream.publishJSON(terminalEvent{Type: "terminal_closed"}, false, false)
 	if c.ctx.Err() == nil {
 		// Not cleared meanwhile: the session keeps the conversation.
-		c.persist()
+		c.persistLocked()
 	}
 }
 

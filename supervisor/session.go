@@ -922,11 +922,16 @@ func (c *CLI) checkStall(turn int) {
 // the turn ends with an error, so an interrupt never hangs. A turn whose
 // message is not with the CLI yet stops waiting (for a slot, for its
 // process) and ends interrupted at once; its message never reaches the
-// CLI.
+// CLI. ErrNotRunning if no turn runs: the end of every turn is published
+// by then.
 func (c *CLI) Interrupt(ctx context.Context) error {
+	// Under turnMu, a turn that is no longer running has its end
+	// published.
+	c.turnMu.Lock()
 	c.mu.Lock()
 	if !c.running {
 		c.mu.Unlock()
+		c.turnMu.Unlock()
 		return ErrNotRunning
 	}
 	c.interrupting = true
@@ -947,6 +952,7 @@ func (c *CLI) Interrupt(ctx context.Context) error {
 		})
 	}
 	c.mu.Unlock()
+	c.turnMu.Unlock()
 	if !written {
 		if cancelWait != nil {
 			cancelWait()
