@@ -155,26 +155,30 @@ func (c *Session) noteReportedLocked(m *supervisor.Message) {
 
 // Fork makes a new session of the person's that continues the
 // conversation of the session with id; that session is unchanged. The
-// new one shows the same history. supervisor.ErrBusy while a turn runs.
+// new one shows the same history. The fork holds the original until the
+// new session is made: messages sent to it meanwhile wait. supervisor.ErrBusy
+// while a turn runs.
 func (s *Registry) Fork(id, person string) (*Session, error) {
 	orig, err := s.Get(id, person)
 	if err != nil {
 		return nil, err
 	}
-	orig.mu.Lock()
-	if orig.queue.current != nil || orig.stream.TurnOpen() {
-		orig.mu.Unlock()
-		return nil, supervisor.ErrBusy
+	release, err := orig.occupy("fork")
+	if err != nil {
+		return nil, err
 	}
+	defer release()
+	orig.mu.Lock()
 	set := orig.sess.Settings()
 	m := meta{Person: person, CLISessionID: orig.sess.CLISessionID(), Title: orig.title,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort,
 		ResumeAt: orig.resumeAt, ForkedFrom: orig.ID, LastEntry: orig.tr.LastEntry()}
 	m.Fork = m.CLISessionID != ""
+	// The client-facing events, for the history (the CLI's own stay with
+	// the original), as they are with no turn open.
+	events := orig.stream.Events(0)
 	orig.mu.Unlock()
-	// The client-facing events, for the history; the CLI's own stay with
-	// the original.
-	events := compactEvents(orig.stream.Events(0), 0)
+	events = compactEvents(events, 0)
 
 	if err := s.reserve(person); err != nil {
 		return nil, err
@@ -228,8 +232,9 @@ var ErrNoCheckpoint = errors.New("there is no file checkpoint for that message")
 // rewinds the conversation to before it. Every file the CLI would change
 // is vetted first (RegistryConfig.VetRewind): one outside the person's
 // folder refuses the whole rewind. The restore is committed
-// (RegistryConfig.Rewound). supervisor.ErrBusy while a turn runs or
-// messages wait.
+// (RegistryConfig.Rewound). The rewind holds the session from start to
+// end: messages sent meanwhile wait and run after it. supervisor.ErrBusy
+// while a turn runs or messages wait.
 func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (RewindResult, error) {
 	res := RewindResult{MessageID: req.MessageID, DryRun: req.DryRun, Files: []string{}, Conversation: req.Conversation}
 	turn, ok := userTurn(req.MessageID)
@@ -243,12 +248,13 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 	if start.CLIMessageID == "" {
 		return res, ErrNoCheckpoint
 	}
-	c.mu.Lock()
-	busy := c.queue.current != nil || len(c.queue.waiting) > 0 || c.stream.TurnOpen()
-	c.mu.Unlock()
-	if busy {
-		return res, supervisor.ErrBusy
+	// From the dry run to the rewound event no turn starts: messages
+	// that arrive meanwhile wait behind the rewind.
+	release, err := c.occupy("rewind")
+	if err != nil {
+		return res, err
 	}
+	defer release()
 	if req.Files {
 		if s.cfg.VetRewind == nil {
 			return res, ErrNoCheckpoint
@@ -267,14 +273,14 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 		}
 		res.Files, res.Insertions, res.Deletions = files, dry.Insertions, dry.Deletions
 		if !req.DryRun && len(files) > 0 {
-			release := func() {}
+			unlock := func() {}
 			if s.cfg.Rewinding != nil {
-				if release, err = s.cfg.Rewinding(ctx, c.Person, c.ID); err != nil {
+				if unlock, err = s.cfg.Rewinding(ctx, c.Person, c.ID); err != nil {
 					return res, err
 				}
 			}
 			done, err := c.sess.RewindFiles(ctx, start.CLIMessageID, false)
-			release()
+			unlock()
 			if err != nil {
 				return res, err
 			}

@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -134,9 +135,13 @@ func (queuedEvent) EventType() string         { return "queued" }
 func (queueCancelledEvent) EventType() string { return "queue_cancelled" }
 
 // turnQueue is a session's running message and the ones waiting; it is
-// guarded by Session.mu.
+// guarded by Session.mu. At most one message is current, and none while
+// an operation holds the session; a message waits while either is so.
 type turnQueue struct {
 	limit int
+	// holder is the operation (a rewind, a fork) that holds the session
+	// between turns, "" when none: no turn starts until it is done.
+	holder string
 	// current is the message whose turn the CLI runs or is being started;
 	// nil when the session is free.
 	current *Ticket
@@ -208,7 +213,7 @@ func (c *Session) submit(text string, o SubmitOptions, now time.Time) (t *Ticket
 	c.drafts.mu.Lock()
 	t.draftsSeen = c.drafts.made
 	c.drafts.mu.Unlock()
-	if q.current == nil && len(q.waiting) == 0 {
+	if q.current == nil && len(q.waiting) == 0 && q.holder == "" {
 		q.current = t
 		q.sent = append(q.sent, t)
 		return t, true, nil
@@ -318,7 +323,7 @@ func (c *Session) startQueued() {
 
 // next makes the first waiting message the current one. c.mu is held.
 func (q *turnQueue) next() *Ticket {
-	if len(q.waiting) == 0 {
+	if len(q.waiting) == 0 || q.holder != "" {
 		return nil
 	}
 	t := q.waiting[0]
@@ -357,6 +362,33 @@ func (c *Session) startFailed(t *Ticket, err error) *Ticket {
 	}
 	q.current = nil
 	return q.next()
+}
+
+// occupy makes op (a rewind, a fork) hold the session between turns until
+// release: messages that arrive meanwhile wait behind it. ErrBusy while
+// a turn runs or ends, messages wait or another operation holds it;
+// ErrTerminalOpen while a terminal has the conversation.
+func (c *Session) occupy(op string) (release func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := &c.queue
+	switch {
+	case c.terminal:
+		return nil, ErrTerminalOpen
+	case q.holder != "", q.current != nil, len(q.waiting) > 0, c.held.waiting(), c.stream.TurnOpen():
+		return nil, supervisor.ErrBusy
+	}
+	q.holder = op
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			q.holder = ""
+			q.toStart = q.next()
+			c.mu.Unlock()
+			c.startQueued()
+		})
+	}, nil
 }
 
 // CancelQueued cancels a waiting message; ErrNotQueued if id is not

@@ -55,13 +55,13 @@ func (c *Session) CanOpenTerminal() error {
 }
 
 // terminalRefusedLocked is the one-writer rule for a terminal: none while
-// a terminal has the conversation, a turn runs or messages wait. c.mu is
-// held.
+// a terminal has the conversation, a turn runs, messages wait or a rewind
+// or fork holds the session. c.mu is held.
 func (c *Session) terminalRefusedLocked() error {
 	switch {
 	case c.terminal:
 		return ErrTerminalOpen
-	case c.queue.current != nil, len(c.queue.waiting) > 0, c.held.waiting(), c.sess.State() != supervisor.StateIdle:
+	case c.queue.current != nil, len(c.queue.waiting) > 0, c.queue.holder != "", c.held.waiting(), c.sess.State() != supervisor.StateIdle:
 		return supervisor.ErrBusy
 	}
 	return nil
