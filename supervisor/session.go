@@ -393,10 +393,10 @@ func (c *CLI) Send(ctx context.Context, text string) error {
 		return nil
 	}
 	c.step(StepBeforeWrite, proc)
-	c.touch()
 	sent, err := proc.sendUserIf(text, id, func() bool { return c.claimWrite(turn, proc) })
 	switch {
 	case sent:
+		c.touch()
 		c.step(StepAfterWrite, proc)
 	case c.interrupted(turn):
 		// Interrupted before its message reached the CLI: it never will.
@@ -696,7 +696,8 @@ func (c *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 	}
 	c.log.Info().Int("pid", p.Pid()).Str("resume", resume).Msg("claude process started")
 
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spec.initTimeout())
+	// An interrupt of the turn the process starts for stops its start.
+	ictx, cancel := context.WithTimeout(ctx, spec.initTimeout())
 	defer cancel()
 	_, err = p.Request(ictx, "initialize", spec.initializeBody())
 	c.mu.Lock()
@@ -875,7 +876,8 @@ func stopTimer(t **time.Timer) {
 	}
 }
 
-// touch records output from the CLI and re-arms the stall watchdog.
+// touch records output from the CLI and re-arms the stall watchdog,
+// which watches a turn once its message is with the CLI.
 func (c *CLI) touch() {
 	if c.cfg.StallTimeout <= 0 {
 		return
@@ -883,7 +885,7 @@ func (c *CLI) touch() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastOutput = time.Now()
-	if !c.running {
+	if !c.running || !c.written {
 		return
 	}
 	if c.stallTimer == nil {
@@ -895,7 +897,7 @@ func (c *CLI) touch() {
 func (c *CLI) checkStall(turn int) {
 	c.mu.Lock()
 	c.stallTimer = nil
-	if !c.running || c.turn != turn || c.proc == nil {
+	if !c.running || c.turn != turn || !c.written || c.proc == nil {
 		c.mu.Unlock()
 		return
 	}
@@ -935,7 +937,7 @@ func (c *CLI) Interrupt(ctx context.Context) error {
 		return ErrNotRunning
 	}
 	c.interrupting = true
-	turn, started, written := c.turn, c.started, c.written
+	turn, written := c.turn, c.written
 	cancelWait := c.cancelWait
 	p := c.proc
 	grace := c.cfg.Spec.grace()
@@ -954,12 +956,12 @@ func (c *CLI) Interrupt(ctx context.Context) error {
 	c.mu.Unlock()
 	c.turnMu.Unlock()
 	if !written {
+		// Send is still at work on it: it stops waiting (for a slot, for
+		// its process to start) and ends the turn interrupted. Only Send
+		// ends it, so a next turn never starts while this Send still
+		// starts a process.
 		if cancelWait != nil {
 			cancelWait()
-		}
-		// Not started yet: Send starts and ends it once its wait is over.
-		if started {
-			c.endTurn(turn, nil, nil, true)
 		}
 		return nil
 	}
