@@ -144,7 +144,7 @@ func (p *Pool) Hold(ctx context.Context, person string) (release func(), err err
 	return func() {
 		once.Do(func() {
 			p.mu.Lock()
-			p.release(person)
+			p.releaseLocked(person)
 			p.signalLocked()
 			p.mu.Unlock()
 		})
@@ -250,12 +250,13 @@ func (p *Pool) idleLocked(except *CLI, owner string) []*CLI {
 // unreserve gives back a reservation of s whose process never started.
 func (p *Pool) unreserve(s *CLI) {
 	p.mu.Lock()
-	p.release(s.Person())
+	p.releaseLocked(s.Person())
 	p.signalLocked()
 	p.mu.Unlock()
 }
 
-func (p *Pool) release(person string) {
+// releaseLocked gives back a slot reserved for person. p.mu is held.
+func (p *Pool) releaseLocked(person string) {
 	if p.reserved[person]--; p.reserved[person] <= 0 {
 		delete(p.reserved, person)
 	}
@@ -264,7 +265,7 @@ func (p *Pool) release(person string) {
 // started turns a reservation into a live process.
 func (p *Pool) started(proc *Process, s *CLI) {
 	p.mu.Lock()
-	p.release(s.Person())
+	p.releaseLocked(s.Person())
 	p.live[proc] = s
 	p.starts++
 	p.mu.Unlock()

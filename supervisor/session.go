@@ -745,7 +745,7 @@ func (c *CLI) onMessage(p *Process, m *Message) {
 	}
 	var usage *Usage
 	if m.Type == "result" {
-		usage = c.turnUsage(m)
+		usage = c.turnUsageLocked(m)
 		if !m.IsError {
 			// The conversation the process was started on is now on
 			// disk: a later resume continues it as it is.
@@ -770,10 +770,10 @@ func (c *CLI) onMessage(p *Process, m *Message) {
 	}
 }
 
-// turnUsage is what the turn that m (a result) ends used: the CLI's
+// turnUsageLocked is what the turn that m (a result) ends used: the CLI's
 // totals count from the process's start, so the turn's share is the
 // difference from the previous result. c.mu is held.
-func (c *CLI) turnUsage(m *Message) *Usage {
+func (c *CLI) turnUsageLocked(m *Message) *Usage {
 	if m.TotalCostUSD == nil && m.ModelUsage == nil {
 		return nil
 	}

@@ -13,8 +13,8 @@ func TestTurnUsageIsTheTurnsShareOfTheProcessTotals(t *testing.T) {
 			ModelUsage: map[string]ModelUsage{"m": {InputTokens: in, OutputTokens: out, CostUSD: cost}}}
 	}
 	s.mu.Lock()
-	first := s.turnUsage(total(0.5, 1000, 10))
-	second := s.turnUsage(total(0.75, 1500, 30))
+	first := s.turnUsageLocked(total(0.5, 1000, 10))
+	second := s.turnUsageLocked(total(0.75, 1500, 30))
 	s.mu.Unlock()
 	if first.CostUSD != 0.5 || first.InputTokens != 1000 || first.OutputTokens != 10 || first.NumTurns != 2 {
 		t.Fatalf("first turn %+v", first)
