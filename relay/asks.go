@@ -207,8 +207,8 @@ func (c *Session) wait(ctx context.Context, kind string, body func(id string) cl
 		c.asks.mu.Unlock()
 	})
 	c.mu.Unlock()
-	c.sess.SetWaiting(true)
-	defer c.sess.SetWaiting(false)
+	c.cli.SetWaiting(true)
+	defer c.cli.SetWaiting(false)
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

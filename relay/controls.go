@@ -109,9 +109,9 @@ func (c *Session) SetThinking(ctx context.Context, tokens *int, effort *string) 
 func (c *Session) configure(ctx context.Context, change func(*supervisor.Settings)) error {
 	c.setMu.Lock()
 	defer c.setMu.Unlock()
-	set := c.sess.Settings()
+	set := c.cli.Settings()
 	change(&set)
-	if err := c.sess.Configure(ctx, set); err != nil {
+	if err := c.cli.Configure(ctx, set); err != nil {
 		var ce *supervisor.ControlError
 		if errors.As(err, &ce) {
 			c.log.Warn().Err(err).Msg("the CLI refused a setting")
@@ -128,7 +128,7 @@ func (c *Session) configure(ctx context.Context, change func(*supervisor.Setting
 
 // publishSettingsLocked tells the clients the session's settings. c.mu is held.
 func (c *Session) publishSettingsLocked() {
-	set := c.sess.Settings()
+	set := c.cli.Settings()
 	model := set.Model
 	if model == "" {
 		model = c.model
@@ -158,8 +158,8 @@ func (c *Session) noteReportedLocked(m *supervisor.Message) {
 // new one shows the same history. The fork holds the original until the
 // new session is made: messages sent to it meanwhile wait. supervisor.ErrBusy
 // while a turn runs.
-func (s *Registry) Fork(id, person string) (*Session, error) {
-	orig, err := s.Get(id, person)
+func (r *Registry) Fork(id, person string) (*Session, error) {
+	orig, err := r.Get(id, person)
 	if err != nil {
 		return nil, err
 	}
@@ -169,8 +169,8 @@ func (s *Registry) Fork(id, person string) (*Session, error) {
 	}
 	defer release()
 	orig.mu.Lock()
-	set := orig.sess.Settings()
-	m := meta{Person: person, CLISessionID: orig.sess.CLISessionID(), Title: orig.title,
+	set := orig.cli.Settings()
+	m := meta{Person: person, CLISessionID: orig.cli.CLISessionID(), Title: orig.title,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort,
 		ResumeAt: orig.resumeAt, ForkedFrom: orig.ID, LastEntry: orig.tr.LastEntry()}
 	m.Fork = m.CLISessionID != ""
@@ -180,20 +180,20 @@ func (s *Registry) Fork(id, person string) (*Session, error) {
 	orig.mu.Unlock()
 	events = compactEvents(events, 0)
 
-	if err := s.reserve(person); err != nil {
+	if err := r.reserve(person); err != nil {
 		return nil, err
 	}
-	defer s.unreserve(person)
-	now := s.cfg.Now()
+	defer r.unreserve(person)
+	now := r.cfg.Now()
 	m.ID, m.Created, m.LastActivity = uuid.NewString(), now, now
-	c, err := s.open(m, events)
+	c, err := r.open(m, events)
 	if err != nil {
-		s.log.Error().Err(err).Msg("session state not persisted")
+		r.log.Error().Err(err).Msg("session state not persisted")
 	}
 	if c.elog != nil {
 		c.elog.Rewrite(records(events))
 	}
-	s.log.Info().Str("session", c.ID).Str("forked_from", id).Str("person", person).Msg("session forked")
+	r.log.Info().Str("session", c.ID).Str("forked_from", id).Str("person", person).Msg("session forked")
 	return c, nil
 }
 
@@ -235,7 +235,7 @@ var ErrNoCheckpoint = errors.New("there is no file checkpoint for that message")
 // (RegistryConfig.Rewound). The rewind holds the session from start to
 // end: messages sent meanwhile wait and run after it. supervisor.ErrBusy
 // while a turn runs or messages wait.
-func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (RewindResult, error) {
+func (r *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (RewindResult, error) {
 	res := RewindResult{MessageID: req.MessageID, DryRun: req.DryRun, Files: []string{}, Conversation: req.Conversation}
 	turn, ok := userTurn(req.MessageID)
 	if !ok {
@@ -256,10 +256,10 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 	}
 	defer release()
 	if req.Files {
-		if s.cfg.VetRewind == nil {
+		if r.cfg.VetRewind == nil {
 			return res, ErrNoCheckpoint
 		}
-		dry, err := c.sess.RewindFiles(ctx, start.CLIMessageID, true)
+		dry, err := c.cli.RewindFiles(ctx, start.CLIMessageID, true)
 		if err != nil {
 			return res, err
 		}
@@ -267,19 +267,19 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 			c.log.Info().Str("cli_error", dry.Error).Msg("rewind refused by the CLI")
 			return res, ErrNoCheckpoint
 		}
-		files, err := s.cfg.VetRewind(c.Person, dry.FilesChanged)
+		files, err := r.cfg.VetRewind(c.Person, dry.FilesChanged)
 		if err != nil {
 			return res, err
 		}
 		res.Files, res.Insertions, res.Deletions = files, dry.Insertions, dry.Deletions
 		if !req.DryRun && len(files) > 0 {
 			unlock := func() {}
-			if s.cfg.Rewinding != nil {
-				if unlock, err = s.cfg.Rewinding(ctx, c.Person, c.ID); err != nil {
+			if r.cfg.Rewinding != nil {
+				if unlock, err = r.cfg.Rewinding(ctx, c.Person, c.ID); err != nil {
 					return res, err
 				}
 			}
-			done, err := c.sess.RewindFiles(ctx, start.CLIMessageID, false)
+			done, err := c.cli.RewindFiles(ctx, start.CLIMessageID, false)
 			unlock()
 			if err != nil {
 				return res, err
@@ -288,13 +288,13 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 				c.log.Warn().Str("cli_error", done.Error).Msg("rewind failed in the CLI")
 				return res, fmt.Errorf("%w the rewind", ErrRefused)
 			}
-			if s.cfg.Rewound != nil {
-				res.Status = s.cfg.Rewound(ctx, c.Person, c.ID, req.MessageID)
+			if r.cfg.Rewound != nil {
+				res.Status = r.cfg.Rewound(ctx, c.Person, c.ID, req.MessageID)
 			}
 		}
 	}
 	if req.Conversation && !req.DryRun {
-		if err := c.sess.ResumeAt(start.CLIParentID); err != nil {
+		if err := c.cli.ResumeAt(start.CLIParentID); err != nil {
 			return res, err
 		}
 		c.mu.Lock()

@@ -308,7 +308,7 @@ func (c *Session) stopForDraftLocked() {
 	go func() {
 		defer close(done)
 		// The CLI answers an interrupt or is killed within its grace.
-		if err := c.sess.Interrupt(context.Background()); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
+		if err := c.cli.Interrupt(context.Background()); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
 			c.log.Warn().Err(err).Msg("interrupt after a draft was shown")
 		}
 	}()

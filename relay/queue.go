@@ -462,19 +462,19 @@ func isClosed(ch <-chan struct{}) bool {
 
 // Submit hands text to chat: it starts now, waits in the queue, or joins
 // the identical message already on its way.
-func (s *Registry) Submit(c *Session, text string, o SubmitOptions) (*Ticket, error) {
-	s.mu.Lock()
-	down := s.shutdown
-	s.mu.Unlock()
+func (r *Registry) Submit(c *Session, text string, o SubmitOptions) (*Ticket, error) {
+	r.mu.Lock()
+	down := r.shutdown
+	r.mu.Unlock()
 	if down {
 		return nil, ErrShutdown
 	}
-	t, start, err := c.submit(text, o, s.cfg.Now())
+	t, start, err := c.submit(text, o, r.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
 	if start {
-		s.dispatch(c, t)
+		r.dispatch(c, t)
 	}
 	return t, nil
 }
@@ -483,9 +483,9 @@ func (s *Registry) Submit(c *Session, text string, o SubmitOptions) (*Ticket, er
 // text that opened its session and is still running, waiting, or finished
 // without its answer delivered: a client that lost its connection before
 // it learnt the session id sends it again without one.
-func (s *Registry) ResendTarget(person, text string) (*Session, *Ticket) {
-	chats := s.sessionsOf(person)
-	now := s.cfg.Now()
+func (r *Registry) ResendTarget(person, text string) (*Session, *Ticket) {
+	chats := r.sessionsOf(person)
+	now := r.cfg.Now()
 	var best *Session
 	var found *Ticket
 	for _, c := range chats {
@@ -499,23 +499,23 @@ func (s *Registry) ResendTarget(person, text string) (*Session, *Ticket) {
 // dispatch starts t's turn, and after a message that cannot start, the
 // next one. Sending waits for a process slot, so it runs on its own
 // goroutine, which Close waits for.
-func (s *Registry) dispatch(c *Session, t *Ticket) {
-	s.endMu.Lock()
-	if s.closing {
-		s.endMu.Unlock()
+func (r *Registry) dispatch(c *Session, t *Ticket) {
+	r.endMu.Lock()
+	if r.closing {
+		r.endMu.Unlock()
 		for t != nil {
 			t = c.startFailed(t, ErrShutdown)
 		}
 		return
 	}
-	s.starts.Add(1)
-	s.endMu.Unlock()
+	r.starts.Add(1)
+	r.endMu.Unlock()
 	go func() {
-		defer s.starts.Done()
+		defer r.starts.Done()
 		// An interrupt that ends a draft's turn must not reach this one.
 		c.waitDraftStop()
 		for t != nil {
-			t = c.sent(t, s.Send(c.ctx, c, t.Message))
+			t = c.sent(t, r.Send(c.ctx, c, t.Message))
 		}
 	}()
 }

@@ -202,7 +202,7 @@ func (c *Session) Interrupt(ctx context.Context) error {
 	c.mu.Lock()
 	c.asks.cancelUpTo(c, math.MaxInt)
 	c.mu.Unlock()
-	err := c.sess.Interrupt(ctx)
+	err := c.cli.Interrupt(ctx)
 	if !errors.Is(err, supervisor.ErrNotRunning) {
 		return err
 	}

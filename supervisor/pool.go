@@ -115,8 +115,8 @@ func (p *Pool) totalLocked() int {
 // warm pool) of person's.
 func (p *Pool) heldLocked(person string) int {
 	n := p.reserved[person]
-	for _, s := range p.live {
-		if s.Person() == person {
+	for _, c := range p.live {
+		if c.Person() == person {
 			n++
 		}
 	}
@@ -238,19 +238,19 @@ func (p *Pool) acquireFor(ctx context.Context, person string, self *CLI, waiting
 // owner is ""), least recently used first.
 func (p *Pool) idleLocked(except *CLI, owner string) []*CLI {
 	var out []*CLI
-	for _, s := range p.live {
-		if s != except && (owner == "" || s.Person() == owner) && s.State() == StateIdle {
-			out = append(out, s)
+	for _, c := range p.live {
+		if c != except && (owner == "" || c.Person() == owner) && c.State() == StateIdle {
+			out = append(out, c)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LastActivity().Before(out[j].LastActivity()) })
 	return out
 }
 
-// unreserve gives back a reservation of s whose process never started.
-func (p *Pool) unreserve(s *CLI) {
+// unreserve gives back a reservation of c whose process never started.
+func (p *Pool) unreserve(c *CLI) {
 	p.mu.Lock()
-	p.releaseLocked(s.Person())
+	p.releaseLocked(c.Person())
 	p.signalLocked()
 	p.mu.Unlock()
 }
@@ -263,10 +263,10 @@ func (p *Pool) releaseLocked(person string) {
 }
 
 // started turns a reservation into a live process.
-func (p *Pool) started(proc *Process, s *CLI) {
+func (p *Pool) started(proc *Process, c *CLI) {
 	p.mu.Lock()
-	p.releaseLocked(s.Person())
-	p.live[proc] = s
+	p.releaseLocked(c.Person())
+	p.live[proc] = c
 	p.starts++
 	p.mu.Unlock()
 	p.recordPid(proc)
@@ -320,15 +320,15 @@ func (p *Pool) reap() {
 		}
 		p.mu.Lock()
 		var idle []*CLI
-		for _, s := range p.live {
-			if s.State() == StateIdle && time.Since(s.LastActivity()) >= p.cfg.IdleTimeout {
-				idle = append(idle, s)
+		for _, c := range p.live {
+			if c.State() == StateIdle && time.Since(c.LastActivity()) >= p.cfg.IdleTimeout {
+				idle = append(idle, c)
 			}
 		}
 		p.mu.Unlock()
-		for _, s := range idle {
-			if s.StopIfIdle() {
-				p.log.Info().Str("session", s.ID()).Dur("idle", p.cfg.IdleTimeout).Msg("stopped an idle claude; the next turn resumes it")
+		for _, c := range idle {
+			if c.StopIfIdle() {
+				p.log.Info().Str("session", c.ID()).Dur("idle", p.cfg.IdleTimeout).Msg("stopped an idle claude; the next turn resumes it")
 			}
 		}
 	}
