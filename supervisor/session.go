@@ -199,7 +199,11 @@ func (s SendStep) String() string {
 //     with the process's write lock held (it cannot be reaped meanwhile),
 //     its turn is still the one running and that process is still the
 //     turn's (written); a turn whose message was not written ends without
-//     it ever reaching the model.
+//     it ever reaching the model;
+//   - while its message is not written, only Send (and the exit of the
+//     session's process) ends a turn: an interrupt cancels Send's waits
+//     and Send ends it, so no next turn claims the session while this
+//     Send still starts a process.
 type CLI struct {
 	cfg CLIConfig
 	log zerolog.Logger
