@@ -42,9 +42,11 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-# Benchmarks, each reported as a ratio against a baseline run beside it.
+# Benchmarks, each reported as a ratio against a baseline run beside it,
+# and the soak test of random kills for 10 minutes.
 bench:
 	bash scripts/bench-report.sh
+	$(GO) test -race -count=1 -timeout 30m -run TestSoakRandomKills -soak 10m ./relay
 
 clean:
 	rm -rf bin

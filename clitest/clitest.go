@@ -9,8 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/gateway"
 	"github.com/majorhq/major/sandbox"
 	"github.com/majorhq/major/scriptedmodel"
 	"github.com/majorhq/major/supervisor"
@@ -124,4 +128,37 @@ func (e *Env) Sandbox(tb testing.TB, person string) []string {
 		tb.Fatal(err)
 	}
 	return sb.Command(sandbox.Box{Dir: e.Vault(person), Writable: []string{e.Home}, ReadOnly: []string{install}})
+}
+
+// Gateway starts a model gateway (package gateway) on loopback in front of
+// the test's model, as the server runs one, until the test ends. It
+// returns the environment of a CLI that reaches the model only through
+// it (ChildEnv without the API key, the gateway as ANTHROPIC_BASE_URL)
+// and the Spec.Credential that gives each process a token of its own,
+// revoked when the process is gone.
+func (e *Env) Gateway(tb testing.TB) (env []string, credential func(session string) supervisor.Credential) {
+	tb.Helper()
+	gw, err := gateway.New(gateway.Config{Upstream: e.ModelURL, Credential: gateway.APIKey("test-key"), Logger: zerolog.Nop()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	url, err := gw.Listen("127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = gw.Close() })
+	for _, kv := range e.ChildEnv() {
+		if !strings.HasPrefix(kv, "ANTHROPIC_API_KEY=") && !strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "ANTHROPIC_BASE_URL="+url)
+	return env, func(session string) supervisor.Credential {
+		token := gw.Issue("test", session)
+		return supervisor.Credential{
+			Env:    []string{"ANTHROPIC_AUTH_TOKEN=" + token},
+			Bind:   func(session string) { gw.Bind(token, session) },
+			Revoke: func() { gw.Revoke(token) },
+		}
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -116,18 +115,8 @@ func (a *asks) cancelUpTo(c *Session, turn int) {
 		}
 		delete(a.pending, id)
 		p.reply <- Answer{Interrupt: true, Message: "The turn was interrupted."}
-		c.publishInOrder(answeredEvent{Type: p.kind + "_answered", RequestID: id, Outcome: "cancelled"}, nil)
+		c.publishInOrderLocked(answeredEvent{Type: p.kind + "_answered", RequestID: id, Outcome: "cancelled"}, nil)
 	}
-}
-
-// Interrupt stops the running turn from any client: pending questions and
-// permission prompts are denied with an interrupt at once, then the CLI is
-// interrupted in-band.
-func (c *Session) Interrupt(ctx context.Context) error {
-	c.mu.Lock()
-	c.asks.cancelUpTo(c, math.MaxInt)
-	c.mu.Unlock()
-	return c.sess.Interrupt(ctx)
 }
 
 // PendingEvents returns the events of the questions and permission prompts
@@ -157,7 +146,7 @@ func (c *Session) Answer(kind, requestID string, ans Answer) error {
 		delete(c.asks.pending, requestID)
 	}
 	c.asks.mu.Unlock()
-	if !ok && kind == "permission" && c.answerDraft(requestID, ans) {
+	if !ok && kind == "permission" && c.answerDraftLocked(requestID, ans) {
 		return nil
 	}
 	if !ok || p.kind != kind {
@@ -175,7 +164,7 @@ func (c *Session) Answer(kind, requestID string, ans Answer) error {
 			ev.Behavior = "allow"
 		}
 	}
-	c.publishInOrder(ev, nil)
+	c.publishInOrderLocked(ev, nil)
 	return nil
 }
 
@@ -212,14 +201,14 @@ func (c *Session) wait(ctx context.Context, kind string, body func(id string) cl
 	c.asks.mu.Lock()
 	c.asks.pending[id] = p
 	c.asks.mu.Unlock()
-	c.publishInOrder(body(id), func(e *Event) {
+	c.publishInOrderLocked(body(id), func(e *Event) {
 		c.asks.mu.Lock()
 		p.event = e
 		c.asks.mu.Unlock()
 	})
 	c.mu.Unlock()
-	c.sess.SetWaiting(true)
-	defer c.sess.SetWaiting(false)
+	c.cli.SetWaiting(true)
+	defer c.cli.SetWaiting(false)
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -243,7 +232,7 @@ func (c *Session) expire(id, kind, outcome string) {
 	delete(c.asks.pending, id)
 	c.asks.mu.Unlock()
 	if ok {
-		c.publishInOrder(answeredEvent{Type: kind + "_answered", RequestID: id, Outcome: outcome}, nil)
+		c.publishInOrderLocked(answeredEvent{Type: kind + "_answered", RequestID: id, Outcome: outcome}, nil)
 	}
 }
 

@@ -10,10 +10,13 @@ import (
 // so that the chat's bookkeeping (queue, questions, history, the HTTP API
 // above it) can be tested with a fake instead of the real claude process.
 type CLI interface {
-	// Send starts a turn with the person's message; the turn's events
-	// follow on the chat's Sink. supervisor.ErrBusy if a turn runs.
+	// Send starts a turn with the person's message and returns once the
+	// turn's start is published on the chat's Sink (its other events
+	// follow), or with the error why it never started
+	// (supervisor.ErrBusy if a turn runs). The turn then ends once.
 	Send(ctx context.Context, text string) error
-	// Interrupt stops the running turn; supervisor.ErrNotRunning if none.
+	// Interrupt stops the running turn; supervisor.ErrNotRunning if none,
+	// and then the end of every turn it ran is published.
 	Interrupt(ctx context.Context) error
 	// SetWaiting marks the running turn as waiting for the person.
 	SetWaiting(waiting bool)

@@ -109,9 +109,9 @@ func (c *Session) SetThinking(ctx context.Context, tokens *int, effort *string) 
 func (c *Session) configure(ctx context.Context, change func(*supervisor.Settings)) error {
 	c.setMu.Lock()
 	defer c.setMu.Unlock()
-	set := c.sess.Settings()
+	set := c.cli.Settings()
 	change(&set)
-	if err := c.sess.Configure(ctx, set); err != nil {
+	if err := c.cli.Configure(ctx, set); err != nil {
 		var ce *supervisor.ControlError
 		if errors.As(err, &ce) {
 			c.log.Warn().Err(err).Msg("the CLI refused a setting")
@@ -121,14 +121,14 @@ func (c *Session) configure(ctx context.Context, change func(*supervisor.Setting
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.publishSettings()
-	c.persist()
+	c.publishSettingsLocked()
+	c.persistLocked()
 	return nil
 }
 
-// publishSettings tells the clients the session's settings. c.mu is held.
-func (c *Session) publishSettings() {
-	set := c.sess.Settings()
+// publishSettingsLocked tells the clients the session's settings. c.mu is held.
+func (c *Session) publishSettingsLocked() {
+	set := c.cli.Settings()
 	model := set.Model
 	if model == "" {
 		model = c.model
@@ -137,9 +137,9 @@ func (c *Session) publishSettings() {
 		MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort}, false, false)
 }
 
-// noteReported keeps the model and permission mode a system message of
+// noteReportedLocked keeps the model and permission mode a system message of
 // the CLI reports, and tells the clients of a change. c.mu is held.
-func (c *Session) noteReported(m *supervisor.Message) {
+func (c *Session) noteReportedLocked(m *supervisor.Message) {
 	changed := false
 	if m.Subtype == "init" && m.Model != "" && m.Model != c.model {
 		c.model, changed = m.Model, c.model != ""
@@ -149,47 +149,51 @@ func (c *Session) noteReported(m *supervisor.Message) {
 		c.mode = m.PermissionMode
 	}
 	if changed {
-		c.publishSettings()
+		c.publishSettingsLocked()
 	}
 }
 
 // Fork makes a new session of the person's that continues the
 // conversation of the session with id; that session is unchanged. The
-// new one shows the same history. supervisor.ErrBusy while a turn runs.
-func (s *Registry) Fork(id, person string) (*Session, error) {
-	orig, err := s.Get(id, person)
+// new one shows the same history. The fork holds the original until the
+// new session is made: messages sent to it meanwhile wait. supervisor.ErrBusy
+// while a turn runs.
+func (r *Registry) Fork(id, person string) (*Session, error) {
+	orig, err := r.Get(id, person)
 	if err != nil {
 		return nil, err
 	}
-	orig.mu.Lock()
-	if orig.queue.current != nil || orig.stream.TurnOpen() {
-		orig.mu.Unlock()
-		return nil, supervisor.ErrBusy
+	release, err := orig.occupy("fork")
+	if err != nil {
+		return nil, err
 	}
-	set := orig.sess.Settings()
-	m := meta{Person: person, CLISessionID: orig.sess.CLISessionID(), Title: orig.title,
+	defer release()
+	orig.mu.Lock()
+	set := orig.cli.Settings()
+	m := meta{Person: person, CLISessionID: orig.cli.CLISessionID(), Title: orig.title,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort,
 		ResumeAt: orig.resumeAt, ForkedFrom: orig.ID, LastEntry: orig.tr.LastEntry()}
 	m.Fork = m.CLISessionID != ""
+	// The client-facing events, for the history (the CLI's own stay with
+	// the original), as they are with no turn open.
+	events := orig.stream.Events(0)
 	orig.mu.Unlock()
-	// The client-facing events, for the history; the CLI's own stay with
-	// the original.
-	events := compactEvents(orig.stream.Events(0), 0)
+	events = compactEvents(events, 0)
 
-	if err := s.reserve(person); err != nil {
+	if err := r.reserve(person); err != nil {
 		return nil, err
 	}
-	defer s.unreserve(person)
-	now := s.cfg.Now()
+	defer r.unreserve(person)
+	now := r.cfg.Now()
 	m.ID, m.Created, m.LastActivity = uuid.NewString(), now, now
-	c, err := s.open(m, events)
+	c, err := r.open(m, events)
 	if err != nil {
-		s.log.Error().Err(err).Msg("session state not persisted")
+		r.log.Error().Err(err).Msg("session state not persisted")
 	}
 	if c.elog != nil {
 		c.elog.Rewrite(records(events))
 	}
-	s.log.Info().Str("session", c.ID).Str("forked_from", id).Str("person", person).Msg("session forked")
+	r.log.Info().Str("session", c.ID).Str("forked_from", id).Str("person", person).Msg("session forked")
 	return c, nil
 }
 
@@ -228,9 +232,10 @@ var ErrNoCheckpoint = errors.New("there is no file checkpoint for that message")
 // rewinds the conversation to before it. Every file the CLI would change
 // is vetted first (RegistryConfig.VetRewind): one outside the person's
 // folder refuses the whole rewind. The restore is committed
-// (RegistryConfig.Rewound). supervisor.ErrBusy while a turn runs or
-// messages wait.
-func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (RewindResult, error) {
+// (RegistryConfig.Rewound). The rewind holds the session from start to
+// end: messages sent meanwhile wait and run after it. supervisor.ErrBusy
+// while a turn runs or messages wait.
+func (r *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (RewindResult, error) {
 	res := RewindResult{MessageID: req.MessageID, DryRun: req.DryRun, Files: []string{}, Conversation: req.Conversation}
 	turn, ok := userTurn(req.MessageID)
 	if !ok {
@@ -243,17 +248,18 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 	if start.CLIMessageID == "" {
 		return res, ErrNoCheckpoint
 	}
-	c.mu.Lock()
-	busy := c.queue.current != nil || len(c.queue.waiting) > 0 || c.stream.TurnOpen()
-	c.mu.Unlock()
-	if busy {
-		return res, supervisor.ErrBusy
+	// From the dry run to the rewound event no turn starts: messages
+	// that arrive meanwhile wait behind the rewind.
+	release, err := c.occupy("rewind")
+	if err != nil {
+		return res, err
 	}
+	defer release()
 	if req.Files {
-		if s.cfg.VetRewind == nil {
+		if r.cfg.VetRewind == nil {
 			return res, ErrNoCheckpoint
 		}
-		dry, err := c.sess.RewindFiles(ctx, start.CLIMessageID, true)
+		dry, err := c.cli.RewindFiles(ctx, start.CLIMessageID, true)
 		if err != nil {
 			return res, err
 		}
@@ -261,20 +267,20 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 			c.log.Info().Str("cli_error", dry.Error).Msg("rewind refused by the CLI")
 			return res, ErrNoCheckpoint
 		}
-		files, err := s.cfg.VetRewind(c.Person, dry.FilesChanged)
+		files, err := r.cfg.VetRewind(c.Person, dry.FilesChanged)
 		if err != nil {
 			return res, err
 		}
 		res.Files, res.Insertions, res.Deletions = files, dry.Insertions, dry.Deletions
 		if !req.DryRun && len(files) > 0 {
-			release := func() {}
-			if s.cfg.Rewinding != nil {
-				if release, err = s.cfg.Rewinding(ctx, c.Person, c.ID); err != nil {
+			unlock := func() {}
+			if r.cfg.Rewinding != nil {
+				if unlock, err = r.cfg.Rewinding(ctx, c.Person, c.ID); err != nil {
 					return res, err
 				}
 			}
-			done, err := c.sess.RewindFiles(ctx, start.CLIMessageID, false)
-			release()
+			done, err := c.cli.RewindFiles(ctx, start.CLIMessageID, false)
+			unlock()
 			if err != nil {
 				return res, err
 			}
@@ -282,13 +288,13 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 				c.log.Warn().Str("cli_error", done.Error).Msg("rewind failed in the CLI")
 				return res, fmt.Errorf("%w the rewind", ErrRefused)
 			}
-			if s.cfg.Rewound != nil {
-				res.Status = s.cfg.Rewound(ctx, c.Person, c.ID, req.MessageID)
+			if r.cfg.Rewound != nil {
+				res.Status = r.cfg.Rewound(ctx, c.Person, c.ID, req.MessageID)
 			}
 		}
 	}
 	if req.Conversation && !req.DryRun {
-		if err := c.sess.ResumeAt(start.CLIParentID); err != nil {
+		if err := c.cli.ResumeAt(start.CLIParentID); err != nil {
 			return res, err
 		}
 		c.mu.Lock()
@@ -303,9 +309,9 @@ func (s *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 		c.mu.Lock()
 		if e := c.stream.publishJSON(clientevent.Rewound{Type: "rewound", MessageID: req.MessageID, Turn: turn, Files: res.Files,
 			Conversation: req.Conversation}, false, false); e != nil {
-			c.observe(e, nil)
+			c.observeLocked(e, nil)
 		}
-		c.persist()
+		c.persistLocked()
 		c.mu.Unlock()
 	}
 	return res, nil

@@ -134,7 +134,7 @@ type drafts struct {
 	// so the interrupt can never reach that one.
 	interrupted chan struct{}
 	// view is what the turn being published shows of the model (only
-	// under Session.mu, in apply).
+	// under Session.mu, in applyLocked).
 	view draftView
 }
 
@@ -211,7 +211,7 @@ func (c *Session) holdDraft(req *supervisor.ControlRequest, policy AskPolicy) su
 	d.n = c.drafts.made
 	if old := c.drafts.cur; old != nil && !old.approved {
 		c.asks.markAnswered(old.id)
-		c.publishInOrder(draftAnsweredEvent{Type: "draft_answered", RequestID: old.id, Outcome: "expired", Reason: "replaced"}, nil)
+		c.publishInOrderLocked(draftAnsweredEvent{Type: "draft_answered", RequestID: old.id, Outcome: "expired", Reason: "replaced"}, nil)
 	}
 	c.drafts.cur = d
 	if d.toolUseID != "" {
@@ -222,7 +222,7 @@ func (c *Session) holdDraft(req *supervisor.ControlRequest, policy AskPolicy) su
 		c.drafts.shown[d.toolUseID] = &shownDraft{text: shownText(policy, req.ToolName, input), turn: c.cliTurns}
 	}
 	c.drafts.mu.Unlock()
-	c.publishInOrder(draftEvent{Type: "draft", RequestID: d.id, Tool: d.tool, Input: json.RawMessage(d.input),
+	c.publishInOrderLocked(draftEvent{Type: "draft", RequestID: d.id, Tool: d.tool, Input: json.RawMessage(d.input),
 		Reason: "Waiting for the person to confirm in chat."}, func(e *Event) {
 		c.drafts.mu.Lock()
 		d.event = e
@@ -299,16 +299,16 @@ func (c *Session) draftStopping() bool {
 	return c.drafts.stopping
 }
 
-// stopForDraft interrupts the CLI's turn that showed a draft, now that
+// stopForDraftLocked interrupts the CLI's turn that showed a draft, now that
 // the conversation holds what the model was told about it. c.mu and
 // c.drafts.mu are held.
-func (c *Session) stopForDraft() {
+func (c *Session) stopForDraftLocked() {
 	done := make(chan struct{})
 	c.drafts.interrupted = done
 	go func() {
 		defer close(done)
 		// The CLI answers an interrupt or is killed within its grace.
-		if err := c.sess.Interrupt(context.Background()); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
+		if err := c.cli.Interrupt(context.Background()); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
 			c.log.Warn().Err(err).Msg("interrupt after a draft was shown")
 		}
 	}()
@@ -339,12 +339,12 @@ func toolResults(m *supervisor.Message) []string {
 	return ids
 }
 
-// draftHook follows the session's turns as the supervisor reports them:
+// draftHookLocked follows the session's turns as the supervisor reports them:
 // the message that starts a turn, the person's own words, decides the
 // open draft; a turn's end drops an approval the model did not use in it;
 // once the denial of a shown draft is in the conversation, the turn is
 // interrupted. c.mu is held.
-func (c *Session) draftHook(ev supervisor.Event) {
+func (c *Session) draftHookLocked(ev supervisor.Event) {
 	c.drafts.mu.Lock()
 	defer c.drafts.mu.Unlock()
 	d := c.drafts.cur
@@ -353,7 +353,7 @@ func (c *Session) draftHook(ev supervisor.Event) {
 		for _, id := range toolResults(ev.Msg) {
 			if sd := c.drafts.shown[id]; sd != nil && !sd.stopped {
 				sd.stopped = true
-				c.stopForDraft()
+				c.stopForDraftLocked()
 			}
 		}
 	case supervisor.EventTurnEnd:
@@ -387,9 +387,9 @@ func (c *Session) draftHook(ev supervisor.Event) {
 	}
 }
 
-// announceDraft publishes the decision taken when the turn being applied
+// announceDraftLocked publishes the decision taken when the turn being applied
 // started, right after its turn_start. c.mu is held.
-func (c *Session) announceDraft() {
+func (c *Session) announceDraftLocked() {
 	c.drafts.mu.Lock()
 	defer c.drafts.mu.Unlock()
 	if len(c.drafts.announce) == 0 {
@@ -402,10 +402,10 @@ func (c *Session) announceDraft() {
 	}
 }
 
-// endShown is the end of a turn as its clients see it: a turn that
+// endShownLocked is the end of a turn as its clients see it: a turn that
 // showed a draft ended because the server ended it there, which is its
 // ordinary end, not an interruption or a failure. c.mu is held.
-func (c *Session) endShown(ev supervisor.Event) supervisor.Event {
+func (c *Session) endShownLocked(ev supervisor.Event) supervisor.Event {
 	if c.drafts.view.shown == "" {
 		return ev
 	}
@@ -418,11 +418,11 @@ func (c *Session) endShown(ev supervisor.Event) supervisor.Event {
 	return ev
 }
 
-// viewDraft passes the client events of one supervisor event through the
+// viewDraftLocked passes the client events of one supervisor event through the
 // turn's draftView: it holds back, drops or releases the model's text and
 // tool events around the turn's publishing calls, and ends a turn that
 // showed a draft with the draft's text. c.mu is held.
-func (c *Session) viewDraft(ev supervisor.Event, outs []clientevent.Out) []clientevent.Out {
+func (c *Session) viewDraftLocked(ev supervisor.Event, outs []clientevent.Out) []clientevent.Out {
 	v := &c.drafts.view
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
@@ -507,9 +507,9 @@ func (c *Session) viewDraft(ev supervisor.Event, outs []clientevent.Out) []clien
 	return kept
 }
 
-// answerDraft is a client's card answer to the open draft; false if
+// answerDraftLocked is a client's card answer to the open draft; false if
 // requestID is not the open, undecided draft. c.mu is held.
-func (c *Session) answerDraft(requestID string, ans Answer) bool {
+func (c *Session) answerDraftLocked(requestID string, ans Answer) bool {
 	c.drafts.mu.Lock()
 	defer c.drafts.mu.Unlock()
 	d := c.drafts.cur
@@ -525,7 +525,7 @@ func (c *Session) answerDraft(requestID string, ans Answer) bool {
 		c.drafts.cur = nil
 	}
 	// Remember is ignored: a draft approves exactly its own content once.
-	c.publishInOrder(ev, nil)
+	c.publishInOrderLocked(ev, nil)
 	return true
 }
 

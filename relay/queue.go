@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -66,6 +67,9 @@ type Ticket struct {
 	slotWait chan struct{}
 	slotOnce bool
 
+	// cliStarted: the CLI started the message's turn (its start arrived;
+	// its events may still wait to be published).
+	cliStarted bool
 	// Set under Session.mu; turn, startSeq and err before started closes.
 	turn      int
 	startSeq  int64
@@ -131,9 +135,13 @@ func (queuedEvent) EventType() string         { return "queued" }
 func (queueCancelledEvent) EventType() string { return "queue_cancelled" }
 
 // turnQueue is a session's running message and the ones waiting; it is
-// guarded by Session.mu.
+// guarded by Session.mu. At most one message is current, and none while
+// an operation holds the session; a message waits while either is so.
 type turnQueue struct {
 	limit int
+	// holder is the operation (a rewind, a fork) that holds the session
+	// between turns, "" when none: no turn starts until it is done.
+	holder string
 	// current is the message whose turn the CLI runs or is being started;
 	// nil when the session is free.
 	current *Ticket
@@ -205,7 +213,7 @@ func (c *Session) submit(text string, o SubmitOptions, now time.Time) (t *Ticket
 	c.drafts.mu.Lock()
 	t.draftsSeen = c.drafts.made
 	c.drafts.mu.Unlock()
-	if q.current == nil && len(q.waiting) == 0 {
+	if q.current == nil && len(q.waiting) == 0 && q.holder == "" {
 		q.current = t
 		q.sent = append(q.sent, t)
 		return t, true, nil
@@ -227,10 +235,11 @@ func (c *Session) resendTarget(text string, now time.Time) *Ticket {
 	return c.queue.resendOf(text, true, now)
 }
 
-// queueSees updates the queue for an event of the session as it
+// queueSeesLocked updates the queue for an event of the session as it
 // arrives, before any event is held back, and reports whether the event
-// was for the queue only. c.mu is held.
-func (c *Session) queueSees(ev supervisor.Event) bool {
+// was for the queue only; advance lets a turn's end make the next
+// waiting message current. c.mu is held.
+func (c *Session) queueSeesLocked(ev supervisor.Event, advance bool) bool {
 	q := &c.queue
 	switch ev.Kind {
 	case supervisor.EventSlotWait:
@@ -240,23 +249,27 @@ func (c *Session) queueSees(ev supervisor.Event) bool {
 		}
 		return true
 	case supervisor.EventTurnStart:
-		if q.current == nil {
+		if q.current == nil || q.current.cliStarted {
 			// A turn started on the session directly holds the session
 			// like any other.
 			t := newTicket(ev.Text, ev.Time)
 			q.current = t
 			q.sent = append(q.sent, t)
 		}
+		q.current.cliStarted = true
+		c.cliTurn.ticket = q.current
 	case supervisor.EventTurnEnd:
 		q.current = nil
-		q.toStart = q.next()
+		if advance {
+			q.toStart = q.next()
+		}
 	}
 	return false
 }
 
-// startTicket gives the turn that ev opened (nil: the stream is closed)
+// startTicketLocked gives the turn that ev opened (nil: the stream is closed)
 // to the first message sent whose turn had not started. c.mu is held.
-func (c *Session) startTicket(ev *Event, text string, now time.Time) {
+func (c *Session) startTicketLocked(ev *Event, text string, now time.Time) {
 	q := &c.queue
 	var t *Ticket
 	for _, s := range q.sent {
@@ -277,9 +290,9 @@ func (c *Session) startTicket(ev *Event, text string, now time.Time) {
 	close(t.started)
 }
 
-// endTicket retires the first message sent, whose turn just ended on the
+// endTicketLocked retires the first message sent, whose turn just ended on the
 // stream. c.mu is held.
-func (c *Session) endTicket(now time.Time) {
+func (c *Session) endTicketLocked(now time.Time) {
 	q := &c.queue
 	if len(q.sent) == 0 {
 		return
@@ -310,7 +323,7 @@ func (c *Session) startQueued() {
 
 // next makes the first waiting message the current one. c.mu is held.
 func (q *turnQueue) next() *Ticket {
-	if len(q.waiting) == 0 {
+	if len(q.waiting) == 0 || q.holder != "" {
 		return nil
 	}
 	t := q.waiting[0]
@@ -349,6 +362,33 @@ func (c *Session) startFailed(t *Ticket, err error) *Ticket {
 	}
 	q.current = nil
 	return q.next()
+}
+
+// occupy makes op (a rewind, a fork) hold the session between turns until
+// release: messages that arrive meanwhile wait behind it. ErrBusy while
+// a turn runs or ends, messages wait or another operation holds it;
+// ErrTerminalOpen while a terminal has the conversation.
+func (c *Session) occupy(op string) (release func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := &c.queue
+	switch {
+	case c.terminal:
+		return nil, ErrTerminalOpen
+	case q.holder != "", q.current != nil, len(q.waiting) > 0, c.held.waiting(), c.stream.TurnOpen():
+		return nil, supervisor.ErrBusy
+	}
+	q.holder = op
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			q.holder = ""
+			q.toStart = q.next()
+			c.mu.Unlock()
+			c.startQueued()
+		})
+	}, nil
 }
 
 // CancelQueued cancels a waiting message; ErrNotQueued if id is not
@@ -422,19 +462,19 @@ func isClosed(ch <-chan struct{}) bool {
 
 // Submit hands text to chat: it starts now, waits in the queue, or joins
 // the identical message already on its way.
-func (s *Registry) Submit(c *Session, text string, o SubmitOptions) (*Ticket, error) {
-	s.mu.Lock()
-	down := s.shutdown
-	s.mu.Unlock()
+func (r *Registry) Submit(c *Session, text string, o SubmitOptions) (*Ticket, error) {
+	r.mu.Lock()
+	down := r.shutdown
+	r.mu.Unlock()
 	if down {
 		return nil, ErrShutdown
 	}
-	t, start, err := c.submit(text, o, s.cfg.Now())
+	t, start, err := c.submit(text, o, r.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
 	if start {
-		s.dispatch(c, t)
+		r.dispatch(c, t)
 	}
 	return t, nil
 }
@@ -443,9 +483,9 @@ func (s *Registry) Submit(c *Session, text string, o SubmitOptions) (*Ticket, er
 // text that opened its session and is still running, waiting, or finished
 // without its answer delivered: a client that lost its connection before
 // it learnt the session id sends it again without one.
-func (s *Registry) ResendTarget(person, text string) (*Session, *Ticket) {
-	chats := s.sessionsOf(person)
-	now := s.cfg.Now()
+func (r *Registry) ResendTarget(person, text string) (*Session, *Ticket) {
+	chats := r.sessionsOf(person)
+	now := r.cfg.Now()
 	var best *Session
 	var found *Ticket
 	for _, c := range chats {
@@ -459,27 +499,23 @@ func (s *Registry) ResendTarget(person, text string) (*Session, *Ticket) {
 // dispatch starts t's turn, and after a message that cannot start, the
 // next one. Sending waits for a process slot, so it runs on its own
 // goroutine, which Close waits for.
-func (s *Registry) dispatch(c *Session, t *Ticket) {
-	s.endMu.Lock()
-	if s.closing {
-		s.endMu.Unlock()
+func (r *Registry) dispatch(c *Session, t *Ticket) {
+	r.endMu.Lock()
+	if r.closing {
+		r.endMu.Unlock()
 		for t != nil {
 			t = c.startFailed(t, ErrShutdown)
 		}
 		return
 	}
-	s.starts.Add(1)
-	s.endMu.Unlock()
+	r.starts.Add(1)
+	r.endMu.Unlock()
 	go func() {
-		defer s.starts.Done()
+		defer r.starts.Done()
 		// An interrupt that ends a draft's turn must not reach this one.
 		c.waitDraftStop()
 		for t != nil {
-			err := s.Send(c.ctx, c, t.Message)
-			if err == nil {
-				return
-			}
-			t = c.startFailed(t, err)
+			t = c.sent(t, r.Send(c.ctx, c, t.Message))
 		}
 	}()
 }

@@ -217,7 +217,7 @@ type Session struct {
 	Person  string
 	Created time.Time
 
-	sess    CLI
+	cli     CLI
 	stream  *Stream
 	redact  *clientevent.Redactor
 	store   *sessionstore.Store
@@ -261,15 +261,16 @@ type Session struct {
 	// terminal: the conversation is open in a terminal (see terminal.go).
 	terminal bool
 	// onTurnEnd starts the turn-end hook for a turn-end event and reports
-	// whether it did (nil: there is none). While it runs, ending is set
-	// and the session's events wait in held, in order: the CLI's, and
-	// those a request of the CLI made meanwhile (publishInOrder).
+	// whether it did (nil: there is none). While it runs, the session's
+	// events wait in held, in order: the CLI's, and those a request of
+	// the CLI made meanwhile (publishInOrderLocked).
 	onTurnEnd func(end supervisor.Event) bool
-	ending    bool
-	held      []heldEvent
-	// cliTurns counts the turns started on the CLI, as they arrive;
-	// endedTurns the turn ends published. A question belongs to the turn
-	// the CLI was running when it asked (ask.turn).
+	held      heldEvents
+	// cliTurn is the CLI's turn as its events arrive (the turn rule,
+	// turns.go); cliTurns counts the turns started on the CLI, as they
+	// arrive; endedTurns the turn ends published. A question belongs to
+	// the turn the CLI was running when it asked (ask.turn).
+	cliTurn              cliTurn
 	cliTurns, endedTurns int
 
 	drafts drafts
@@ -284,44 +285,10 @@ type Session struct {
 }
 
 // CLI is the chat's CLI.
-func (c *Session) CLI() CLI { return c.sess }
+func (c *Session) CLI() CLI { return c.cli }
 
 // Stream is the session's event log.
 func (c *Session) Stream() *Stream { return c.stream }
-
-// Publish implements supervisor.Sink: it translates the event, appends the
-// results to the stream and keeps the history, all in one order. A turn's
-// end waits for the turn-end hook, and the events after it wait too.
-func (c *Session) Publish(ev supervisor.Event) {
-	// The next waiting message starts once the lock is released.
-	defer c.startQueued()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	// A draft is decided as the person's message goes to the CLI, before
-	// anything of its turn can run, even while the turn's events wait.
-	c.draftHook(ev)
-	if ev.Kind == supervisor.EventTurnStart {
-		c.cliTurns++
-	}
-	// The session is free for the next message as soon as the CLI's turn
-	// ended, even while that turn's events wait.
-	if c.queueSees(ev) {
-		return
-	}
-	if c.ending {
-		c.held = append(c.held, heldEvent{ev: ev})
-		return
-	}
-	if ev.Kind == supervisor.EventTurnEnd && c.onTurnEnd != nil {
-		// Questions still open belong to the turn that just ended.
-		c.asks.cancelUpTo(c, c.endedTurns+1)
-		if c.onTurnEnd(ev) {
-			c.ending = true
-			return
-		}
-	}
-	c.apply(ev)
-}
 
 // heldEvent is one event waiting behind a turn's end hook: a CLI event, or
 // the publication of one a request of the CLI made (publish).
@@ -330,21 +297,46 @@ type heldEvent struct {
 	publish func()
 }
 
-// publishInOrder publishes an event that a request of the CLI made (a
+// heldEvents keeps a session's events in order while a turn's end hook
+// runs: from the turn's end until finishTurn has published it, every
+// event waits here, and is published after it in the order it came. It
+// is guarded by Session.mu.
+type heldEvents struct {
+	ending bool
+	events []heldEvent
+}
+
+// waiting reports whether a turn's end hook runs: events wait.
+func (h *heldEvents) waiting() bool { return h.ending }
+
+// wait makes the events from now on wait, for a turn's end hook.
+func (h *heldEvents) wait() { h.ending = true }
+
+// add keeps one event until the hook is done.
+func (h *heldEvents) add(e heldEvent) { h.events = append(h.events, e) }
+
+// release ends the wait and returns the events kept, in order.
+func (h *heldEvents) release() []heldEvent {
+	held := h.events
+	h.ending, h.events = false, nil
+	return held
+}
+
+// publishInOrderLocked publishes an event that a request of the CLI made (a
 // question, a draft, their answers) in the order of the turn it belongs
 // to: while the turn before waits for its end hook, it waits behind that
 // end and the new turn's start, as the CLI's own events do. then, if not
 // nil, gets the published event. c.mu is held.
-func (c *Session) publishInOrder(body clientevent.Body, then func(*Event)) {
+func (c *Session) publishInOrderLocked(body clientevent.Body, then func(*Event)) {
 	publish := func() {
-		c.flushText()
+		c.flushTextLocked()
 		e := c.stream.publishJSON(body, false, false)
 		if then != nil {
 			then(e)
 		}
 	}
-	if c.ending {
-		c.held = append(c.held, heldEvent{publish: publish})
+	if c.held.waiting() {
+		c.held.add(heldEvent{publish: publish})
 		return
 	}
 	publish()
@@ -359,13 +351,11 @@ func (c *Session) finishTurn(end supervisor.Event, hook func() string) {
 	for {
 		status := hook()
 		c.mu.Lock()
-		c.ending = false
+		held := c.held.release()
 		if status != "" {
-			c.apply(supervisor.Event{Kind: supervisor.EventNotice, Text: status, Time: time.Now()})
+			c.applyLocked(supervisor.Event{Kind: supervisor.EventNotice, Text: status, Time: time.Now()})
 		}
-		c.apply(end)
-		held := c.held
-		c.held = nil
+		c.applyLocked(end)
 		next := -1
 		for i, h := range held {
 			if h.publish != nil {
@@ -376,25 +366,27 @@ func (c *Session) finishTurn(end supervisor.Event, hook func() string) {
 				next = i
 				break
 			}
-			c.apply(h.ev)
+			c.applyLocked(h.ev)
 		}
 		if next < 0 {
 			c.mu.Unlock()
 			return
 		}
-		c.ending = true
+		c.held.wait()
 		end = held[next].ev
-		c.held = held[next+1:]
+		for _, h := range held[next+1:] {
+			c.held.add(h)
+		}
 		c.mu.Unlock()
 	}
 }
 
-// apply publishes one supervisor event. c.mu is held.
-func (c *Session) apply(ev supervisor.Event) {
+// applyLocked publishes one supervisor event. c.mu is held.
+func (c *Session) applyLocked(ev supervisor.Event) {
 	var took time.Duration
 	var failed bool
 	if ev.Kind == supervisor.EventTurnEnd {
-		ev = c.endShown(ev)
+		ev = c.endShownLocked(ev)
 		// Questions still open belong to the turn that just ended; the
 		// next turn's may be open already.
 		c.endedTurns = min(c.endedTurns+1, c.cliTurns)
@@ -408,10 +400,10 @@ func (c *Session) apply(ev supervisor.Event) {
 	// Text held back for the next delta goes out before anything else:
 	// no delta follows it.
 	if ev.Kind != supervisor.EventCLI || ev.Msg == nil || ev.Msg.Type != "stream_event" {
-		c.flushText()
+		c.flushTextLocked()
 	}
 	var started *Event
-	for _, o := range c.hold.Apply(c.viewDraft(ev, c.tr.Translate(ev))) {
+	for _, o := range c.hold.Apply(c.viewDraftLocked(ev, c.tr.Translate(ev))) {
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Kind == supervisor.EventTurnEnd && c.refused != nil {
 			// The gateway refused a model request for a spent budget: the
 			// CLI saw an API error, the person reads which budget.
@@ -424,7 +416,7 @@ func (c *Session) apply(ev supervisor.Event) {
 		}
 		e := c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
 		if e != nil {
-			c.observe(e, o.Body)
+			c.observeLocked(e, o.Body)
 		}
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Msg != nil {
 			// The person got a sentence; the CLI's own words (which name
@@ -438,18 +430,18 @@ func (c *Session) apply(ev supervisor.Event) {
 	}
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
-		c.startTicket(started, ev.Text, ev.Time)
+		c.startTicketLocked(started, ev.Text, ev.Time)
 	case supervisor.EventTurnEnd:
-		c.endTicket(ev.Time)
+		c.endTicketLocked(ev.Time)
 	}
 	if ev.Kind == supervisor.EventTurnStart {
-		c.announceDraft()
+		c.announceDraftLocked()
 	}
 	if ev.Kind == supervisor.EventTurnStart || ev.Kind == supervisor.EventTurnEnd {
 		c.lastActivity = ev.Time
 	}
 	if ev.Kind == supervisor.EventCLI && ev.Msg != nil && ev.Msg.Type == "system" {
-		c.noteReported(ev.Msg)
+		c.noteReportedLocked(ev.Msg)
 	}
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
@@ -479,25 +471,25 @@ func (c *Session) apply(ev supervisor.Event) {
 			outcome = "error"
 		}
 		c.log.Info().Str("person", c.Person).Str("outcome", outcome).Dur("took", took).AnErr("error", ev.Err).Msg("turn ended")
-		c.persist()
+		c.persistLocked()
 	}
 }
 
-// flushText publishes the text held back for the next delta, if any.
+// flushTextLocked publishes the text held back for the next delta, if any.
 // c.mu is held.
-func (c *Session) flushText() {
+func (c *Session) flushTextLocked() {
 	if t, ok := c.hold.Flush(); ok {
 		if e := c.stream.publishJSON(t, false, false); e != nil {
-			c.observe(e, t)
+			c.observeLocked(e, t)
 		}
 	}
 }
 
-// observe keeps the history and title from the session's own events; the
+// observeLocked keeps the history and title from the session's own events; the
 // same code rebuilds them from the log after a restart. body is the event
 // as published, or nil for a logged event, which is then decoded from its
 // line. c.mu is held.
-func (c *Session) observe(ev *Event, body clientevent.Body) {
+func (c *Session) observeLocked(ev *Event, body clientevent.Body) {
 	switch {
 	case ev.Type == "rewound":
 		e, ok := body.(clientevent.Rewound)
@@ -536,7 +528,7 @@ func (c *Session) observe(ev *Event, body clientevent.Body) {
 }
 
 // historyAnswer is the assistant's entry in the compat history for a turn
-// that ended with ev (a done or error event; body as for observe): the
+// that ended with ev (a done or error event; body as for observeLocked): the
 // turn's text, and for a turn that did not complete, a marker saying so,
 // so a partial answer never reads as a whole one.
 func historyAnswer(text string, ev *Event, body clientevent.Body) string {
@@ -567,13 +559,13 @@ func historyAnswer(text string, ev *Event, body clientevent.Body) string {
 	return text + "\n\n" + marker
 }
 
-// persist queues the index entry and, for a log grown too big, its
+// persistLocked queues the index entry and, for a log grown too big, its
 // compaction, for the log writer. c.mu is held; the disk is not touched.
-func (c *Session) persist() {
+func (c *Session) persistLocked() {
 	if c.elog == nil {
 		return
 	}
-	c.elog.SaveIndex(c.meta())
+	c.elog.SaveIndex(c.metaLocked())
 	if c.elog.Bytes() > DefaultMaxLogBytes {
 		c.stream.compact(func(events []*Event) []*Event {
 			kept := compactEvents(events, DefaultKeepCLITurns)
@@ -585,10 +577,10 @@ func (c *Session) persist() {
 	}
 }
 
-// meta is the session's index entry. c.mu is held.
-func (c *Session) meta() meta {
-	set := c.sess.Settings()
-	return meta{ID: c.ID, Person: c.Person, CLISessionID: c.sess.CLISessionID(), Title: c.title,
+// metaLocked is the session's index entry. c.mu is held.
+func (c *Session) metaLocked() meta {
+	set := c.cli.Settings()
+	return meta{ID: c.ID, Person: c.Person, CLISessionID: c.cli.CLISessionID(), Title: c.title,
 		Created: c.Created, LastActivity: c.lastActivity,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
 		Effort: set.Effort, SpentUSD: c.spentLocked(), Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.LastEntry()}
@@ -615,12 +607,12 @@ func (c *Session) ClientText(text string) string { return c.redact.Text(text) }
 func (c *Session) Info() SessionInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	set := c.sess.Settings()
+	set := c.cli.Settings()
 	model := set.Model
 	if model == "" {
 		model = c.model
 	}
-	return SessionInfo{ID: c.ID, Title: c.redact.Text(c.title), Created: c.Created, LastActivity: c.lastActivity, State: string(c.sess.State()),
+	return SessionInfo{ID: c.ID, Title: c.redact.Text(c.title), Created: c.Created, LastActivity: c.lastActivity, State: string(c.cli.State()),
 		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
 		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom}
 }
@@ -652,69 +644,69 @@ func (c *Session) Interactive() bool {
 // id is empty, unknown or another person's: a person never continues
 // someone else's session. ErrTooManySessions if a new one would be more
 // than the person may keep.
-func (s *Registry) GetOrCreate(id, person string) (*Session, error) {
-	if c, err := s.Get(id, person); err == nil {
+func (r *Registry) GetOrCreate(id, person string) (*Session, error) {
+	if c, err := r.Get(id, person); err == nil {
 		return c, nil
 	}
-	return s.create(person)
+	return r.create(person)
 }
 
 // reserve counts a session of person's being created, unless they keep
 // as many as one may; unreserve ends that.
-func (s *Registry) reserve(person string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.creating[person]
-	for _, c := range s.byID {
+func (r *Registry) reserve(person string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.creating[person]
+	for _, c := range r.byID {
 		if c.Person == person {
 			n++
 		}
 	}
-	if s.cfg.MaxPerPerson > 0 && n >= s.cfg.MaxPerPerson {
-		return fmt.Errorf("%w (at most %d)", ErrTooManySessions, s.cfg.MaxPerPerson)
+	if r.cfg.MaxPerPerson > 0 && n >= r.cfg.MaxPerPerson {
+		return fmt.Errorf("%w (at most %d)", ErrTooManySessions, r.cfg.MaxPerPerson)
 	}
-	s.creating[person]++
+	r.creating[person]++
 	return nil
 }
 
-func (s *Registry) unreserve(person string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.creating[person]--; s.creating[person] <= 0 {
-		delete(s.creating, person)
+func (r *Registry) unreserve(person string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.creating[person]--; r.creating[person] <= 0 {
+		delete(r.creating, person)
 	}
 }
 
-func (s *Registry) create(person string) (*Session, error) {
-	s.active(person)
-	if err := s.reserve(person); err != nil {
+func (r *Registry) create(person string) (*Session, error) {
+	r.active(person)
+	if err := r.reserve(person); err != nil {
 		return nil, err
 	}
-	defer s.unreserve(person)
+	defer r.unreserve(person)
 
-	now := s.cfg.Now()
-	c, err := s.open(meta{ID: uuid.NewString(), Person: person, Created: now, LastActivity: now}, nil)
+	now := r.cfg.Now()
+	c, err := r.open(meta{ID: uuid.NewString(), Person: person, Created: now, LastActivity: now}, nil)
 	if err != nil {
 		// The disk failed: the session still works, in memory.
-		s.log.Error().Err(err).Msg("session state not persisted")
+		r.log.Error().Err(err).Msg("session state not persisted")
 	}
-	s.log.Info().Str("session", c.ID).Str("person", person).Msg("session created")
+	r.log.Info().Str("session", c.ID).Str("person", person).Msg("session created")
 	return c, nil
 }
 
 // open builds a Session for m with the events already logged, and registers it.
-func (s *Registry) open(m meta, events []*Event) (*Session, error) {
+func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 	c := &Session{
 		ID: m.ID, Person: m.Person, Created: m.Created,
 		tr:           clientevent.NewTranslator(m.ID),
-		store:        s.cfg.Store,
+		store:        r.cfg.Store,
 		lastActivity: m.LastActivity,
 		asks:         newAsks(),
-		log:          s.log.With().Str("session", m.ID).Logger(),
-		metrics:      s.metrics,
-		queue:        turnQueue{limit: s.cfg.QueueLimit},
-		ledger:       s.ledger,
-		meteredMode:  s.cfg.Metered,
+		log:          r.log.With().Str("session", m.ID).Logger(),
+		metrics:      r.metrics,
+		queue:        turnQueue{limit: r.cfg.QueueLimit},
+		ledger:       r.ledger,
+		meteredMode:  r.cfg.Metered,
 		metered:      m.SpentUSD,
 		model:        m.Model,
 		fork:         m.Fork,
@@ -722,35 +714,35 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 		forkedFrom:   m.ForkedFrom,
 	}
 	c.tr.Restore(m.SpentUSD, m.LastEntry)
-	if hook := s.cfg.TurnEnd; hook != nil {
+	if hook := r.cfg.TurnEnd; hook != nil {
 		run := func() string {
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TurnEndTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.TurnEndTimeout)
 			defer cancel()
 			return hook(ctx, m.Person, m.ID)
 		}
 		c.onTurnEnd = func(end supervisor.Event) bool {
-			s.endMu.Lock()
-			defer s.endMu.Unlock()
-			if s.closing {
+			r.endMu.Lock()
+			defer r.endMu.Unlock()
+			if r.closing {
 				return false
 			}
-			s.endings.Add(1)
+			r.endings.Add(1)
 			go func() {
-				defer s.endings.Done()
+				defer r.endings.Done()
 				c.finishTurn(end, run)
 			}()
 			return true
 		}
 	}
-	c.ctx, c.cancel = context.WithCancel(s.ctx)
-	c.dispatch = func(t *Ticket) { s.dispatch(c, t) }
+	c.ctx, c.cancel = context.WithCancel(r.ctx)
+	c.dispatch = func(t *Ticket) { r.dispatch(c, t) }
 	var err error
-	if s.cfg.Store != nil {
+	if r.cfg.Store != nil {
 		// The first index entry is saved before the session is used (a
 		// new session is not yet anyone's hot path); later ones are
 		// queued for the log writer.
-		if c.elog, err = s.cfg.Store.Open(m.ID); err == nil {
-			err = s.cfg.Store.SaveIndex(m.ID, m)
+		if c.elog, err = r.cfg.Store.Open(m.ID); err == nil {
+			err = r.cfg.Store.SaveIndex(m.ID, m)
 		}
 	}
 	var onNew func(*Event)
@@ -758,30 +750,30 @@ func (s *Registry) open(m meta, events []*Event) (*Session, error) {
 		onNew = func(ev *Event) { c.elog.Append(record(ev)) }
 	}
 	c.stream = NewStream(onNew)
-	c.stream.onDrop = func() { s.metrics.dropped.Add(1) }
-	c.redact = s.redactor(m.Person)
+	c.stream.onDrop = func() { r.metrics.dropped.Add(1) }
+	c.redact = r.redactor(m.Person)
 	c.stream.redact = c.redact
 	c.hold = clientevent.NewTextHold(c.redact)
 	c.stream.restore(events)
 	for _, ev := range events {
-		c.observe(ev, nil)
+		c.observeLocked(ev, nil)
 	}
-	c.sess = s.cfg.Launcher.Launch(SessionParams{ID: m.ID, Person: m.Person, CLISessionID: m.CLISessionID,
+	c.cli = r.cfg.Launcher.Launch(SessionParams{ID: m.ID, Person: m.Person, CLISessionID: m.CLISessionID,
 		Fork: m.Fork, ResumeAt: m.ResumeAt,
 		Settings: supervisor.Settings{Model: m.Model, PermissionMode: m.PermissionMode, MaxThinkingTokens: m.MaxThinkingTokens,
 			Effort: m.Effort},
 		Sink: c, Chat: c})
-	s.mu.Lock()
-	s.byID[m.ID] = c
-	s.mu.Unlock()
+	r.mu.Lock()
+	r.byID[m.ID] = c
+	r.mu.Unlock()
 	return c, err
 }
 
 // restore reopens a session read from the store. A turn the server was in
 // the middle of when it stopped is closed with an error, so clients that
 // replay the log see it end.
-func (s *Registry) restore(l loaded) error {
-	c, err := s.open(l.meta, l.events)
+func (r *Registry) restore(l loaded) error {
+	c, err := r.open(l.meta, l.events)
 	if ids := openDrafts(l.events); len(ids) > 0 {
 		// Drafts live in memory: a restart expires them.
 		c.mu.Lock()
@@ -798,7 +790,7 @@ func (s *Registry) restore(l loaded) error {
 			c.stream.publishJSON(answeredEvent{Type: p.kind + "_answered", RequestID: p.id, Outcome: "cancelled"}, false, false)
 		}
 		if e := c.stream.publishJSON(clientevent.Restarted(), false, true); e != nil {
-			c.observe(e, nil)
+			c.observeLocked(e, nil)
 		}
 		c.mu.Unlock()
 	}
@@ -838,13 +830,13 @@ func unanswered(events []*Event) []ask {
 }
 
 // Get returns the person's session with id; ErrNotFound otherwise.
-func (s *Registry) Get(id, person string) (*Session, error) {
+func (r *Registry) Get(id, person string) (*Session, error) {
 	if id == "" {
 		return nil, ErrNotFound
 	}
-	s.mu.Lock()
-	c, ok := s.byID[id]
-	s.mu.Unlock()
+	r.mu.Lock()
+	c, ok := r.byID[id]
+	r.mu.Unlock()
 	if !ok || c.Person != person {
 		return nil, ErrNotFound
 	}
@@ -852,44 +844,44 @@ func (s *Registry) Get(id, person string) (*Session, error) {
 }
 
 // redactor is the Redactor of person's clients.
-func (s *Registry) redactor(person string) *clientevent.Redactor {
-	s.redactMu.Lock()
-	defer s.redactMu.Unlock()
-	r, ok := s.redactors[person]
+func (r *Registry) redactor(person string) *clientevent.Redactor {
+	r.redactMu.Lock()
+	defer r.redactMu.Unlock()
+	red, ok := r.redactors[person]
 	if !ok {
-		r = s.cfg.ServerPaths.Redactor(person)
-		s.redactors[person] = r
+		red = r.cfg.ServerPaths.Redactor(person)
+		r.redactors[person] = red
 	}
-	return r
+	return red
 }
 
 // ClientText is text (an error's, a message's) as person's clients may
 // read it: without the server's paths.
-func (s *Registry) ClientText(person, text string) string {
-	return s.redactor(person).Text(text)
+func (r *Registry) ClientText(person, text string) string {
+	return r.redactor(person).Text(text)
 }
 
-func (s *Registry) active(person string) {
-	if s.cfg.Active != nil {
-		s.cfg.Active(person)
+func (r *Registry) active(person string) {
+	if r.cfg.Active != nil {
+		r.cfg.Active(person)
 	}
 }
 
-// sessionsOf is the person's sessions, in no order.
-// allLocked is every session; s.mu is held.
-func (s *Registry) allLocked() []*Session {
-	all := make([]*Session, 0, len(s.byID))
-	for _, c := range s.byID {
+// allLocked is every session; r.mu is held.
+func (r *Registry) allLocked() []*Session {
+	all := make([]*Session, 0, len(r.byID))
+	for _, c := range r.byID {
 		all = append(all, c)
 	}
 	return all
 }
 
-func (s *Registry) sessionsOf(person string) []*Session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// sessionsOf is the person's sessions, in no order.
+func (r *Registry) sessionsOf(person string) []*Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var out []*Session
-	for _, c := range s.byID {
+	for _, c := range r.byID {
 		if c.Person == person {
 			out = append(out, c)
 		}
@@ -898,9 +890,9 @@ func (s *Registry) sessionsOf(person string) []*Session {
 }
 
 // List returns the person's sessions, most recently active first.
-func (s *Registry) List(person string) []SessionInfo {
-	s.active(person)
-	chats := s.sessionsOf(person)
+func (r *Registry) List(person string) []SessionInfo {
+	r.active(person)
+	chats := r.sessionsOf(person)
 	out := make([]SessionInfo, 0, len(chats))
 	for _, c := range chats {
 		out = append(out, c.Info())
@@ -910,20 +902,20 @@ func (s *Registry) List(person string) []SessionInfo {
 }
 
 // Clear ends the person's session and forgets it; false if there was none.
-func (s *Registry) Clear(id, person string) bool {
-	s.mu.Lock()
-	c, ok := s.byID[id]
+func (r *Registry) Clear(id, person string) bool {
+	r.mu.Lock()
+	c, ok := r.byID[id]
 	if ok && c.Person == person {
-		delete(s.byID, id)
+		delete(r.byID, id)
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 	if !ok || c.Person != person {
 		return false
 	}
 	c.cancelQueue(supervisor.ErrClosed)
 	c.cancel()
-	if err := c.sess.Close(); err != nil {
-		s.log.Warn().Err(err).Str("session", id).Msg("close session")
+	if err := c.cli.Close(); err != nil {
+		r.log.Warn().Err(err).Str("session", id).Msg("close session")
 	}
 	c.waitDraftStop()
 	c.stream.Close()
@@ -932,19 +924,19 @@ func (s *Registry) Clear(id, person string) bool {
 	}
 	if c.store != nil {
 		if err := c.store.Remove(id); err != nil {
-			s.log.Warn().Err(err).Str("session", id).Msg("remove session state")
+			r.log.Warn().Err(err).Str("session", id).Msg("remove session state")
 		}
 	}
 	return true
 }
 
 // Metrics is the relay's Prometheus handler.
-func (s *Registry) Metrics() *Metrics { return s.metrics }
+func (r *Registry) Metrics() *Metrics { return r.metrics }
 
-func (s *Registry) counts() (sessions, subscribers int) {
-	s.mu.Lock()
-	chats := s.allLocked()
-	s.mu.Unlock()
+func (r *Registry) counts() (sessions, subscribers int) {
+	r.mu.Lock()
+	chats := r.allLocked()
+	r.mu.Unlock()
 	for _, c := range chats {
 		subscribers += c.stream.Subscribers()
 	}
@@ -952,30 +944,30 @@ func (s *Registry) counts() (sessions, subscribers int) {
 }
 
 // Send starts a turn in chat, unless the server is shutting down.
-func (s *Registry) Send(ctx context.Context, c *Session, text string) error {
-	s.mu.Lock()
-	down := s.shutdown
-	s.mu.Unlock()
+func (r *Registry) Send(ctx context.Context, c *Session, text string) error {
+	r.mu.Lock()
+	down := r.shutdown
+	r.mu.Unlock()
 	if down {
 		return fmt.Errorf("%w: shutting down", ErrUnavailable)
 	}
 	// The budget is checked as the message is about to go to the model:
 	// what the turns before it cost is known by then.
-	budget, turns, err := s.allowance(c)
+	budget, turns, err := r.allowance(c)
 	if err != nil {
 		return err
 	}
-	c.sess.SetLimits(budget, turns)
-	return c.sess.Send(ctx, text)
+	c.cli.SetLimits(budget, turns)
+	return c.cli.Send(ctx, text)
 }
 
 // Shutdown refuses new turns, interrupts the running ones and waits until
 // they have ended (their clients got their terminal events) or ctx ends.
-func (s *Registry) Shutdown(ctx context.Context) {
-	s.mu.Lock()
-	s.shutdown = true
-	chats := s.allLocked()
-	s.mu.Unlock()
+func (r *Registry) Shutdown(ctx context.Context) {
+	r.mu.Lock()
+	r.shutdown = true
+	chats := r.allLocked()
+	r.mu.Unlock()
 	for _, c := range chats {
 		c.cancelQueue(ErrShutdown)
 	}
@@ -1008,25 +1000,25 @@ func (s *Registry) Shutdown(ctx context.Context) {
 
 // Expire forgets sessions idle for longer than the TTL (state on disk
 // included) and reports how many; running sessions are kept.
-func (s *Registry) Expire() int {
-	if s.cfg.TTL <= 0 {
+func (r *Registry) Expire() int {
+	if r.cfg.TTL <= 0 {
 		return 0
 	}
-	now := s.cfg.Now()
+	now := r.cfg.Now()
 	var old []*Session
-	s.mu.Lock()
-	for _, c := range s.byID {
+	r.mu.Lock()
+	for _, c := range r.byID {
 		c.mu.Lock()
 		idle := now.Sub(c.lastActivity)
 		c.mu.Unlock()
-		if idle > s.cfg.TTL && !c.stream.TurnOpen() && !c.TerminalOpen() {
+		if idle > r.cfg.TTL && !c.stream.TurnOpen() && !c.TerminalOpen() {
 			old = append(old, c)
 		}
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 	n := 0
 	for _, c := range old {
-		if s.Clear(c.ID, c.Person) {
+		if r.Clear(c.ID, c.Person) {
 			n++
 		}
 	}
@@ -1035,30 +1027,30 @@ func (s *Registry) Expire() int {
 
 // Close ends every session, after the turn-end hooks still running have
 // published their turns' ends.
-func (s *Registry) Close() {
-	s.endMu.Lock()
-	s.closing = true
-	s.endMu.Unlock()
-	s.endings.Wait()
-	s.mu.Lock()
-	chats := s.allLocked()
-	s.mu.Unlock()
+func (r *Registry) Close() {
+	r.endMu.Lock()
+	r.closing = true
+	r.endMu.Unlock()
+	r.endings.Wait()
+	r.mu.Lock()
+	chats := r.allLocked()
+	r.mu.Unlock()
 	for _, c := range chats {
 		c.cancelQueue(ErrShutdown)
 	}
-	s.stop()
-	defer s.starts.Wait()
+	r.stop()
+	defer r.starts.Wait()
 	var wg sync.WaitGroup
-	defer s.ledger.Close()
+	defer r.ledger.Close()
 	for _, c := range chats {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = c.sess.Close()
+			_ = c.cli.Close()
 			c.waitDraftStop()
 			c.stream.Close()
 			c.mu.Lock()
-			c.persist()
+			c.persistLocked()
 			c.mu.Unlock()
 			if c.elog != nil {
 				if err := c.elog.Close(); err != nil {

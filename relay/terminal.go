@@ -41,8 +41,8 @@ func (c *Session) OpenTerminal() (cliSessionID string, err error) {
 	c.mu.Unlock()
 	// No turn can start now, so the CLI stays stopped until the terminal
 	// closes.
-	c.sess.StopIfIdle()
-	return c.sess.CLISessionID(), nil
+	c.cli.StopIfIdle()
+	return c.cli.CLISessionID(), nil
 }
 
 // CanOpenTerminal reports what OpenTerminal would refuse now (nil: it
@@ -55,13 +55,13 @@ func (c *Session) CanOpenTerminal() error {
 }
 
 // terminalRefusedLocked is the one-writer rule for a terminal: none while
-// a terminal has the conversation, a turn runs or messages wait. c.mu is
-// held.
+// a terminal has the conversation, a turn runs, messages wait or a rewind
+// or fork holds the session. c.mu is held.
 func (c *Session) terminalRefusedLocked() error {
 	switch {
 	case c.terminal:
 		return ErrTerminalOpen
-	case c.queue.current != nil, len(c.queue.waiting) > 0, c.ending, c.sess.State() != supervisor.StateIdle:
+	case c.queue.current != nil, len(c.queue.waiting) > 0, c.queue.holder != "", c.held.waiting(), c.cli.State() != supervisor.StateIdle:
 		return supervisor.ErrBusy
 	}
 	return nil
@@ -77,12 +77,12 @@ func (c *Session) CloseTerminal(cliSessionID string) {
 		return
 	}
 	c.terminal = false
-	c.sess.Resume(cliSessionID)
+	c.cli.Resume(cliSessionID)
 	c.lastActivity = time.Now()
 	c.stream.publishJSON(terminalEvent{Type: "terminal_closed"}, false, false)
 	if c.ctx.Err() == nil {
 		// Not cleared meanwhile: the session keeps the conversation.
-		c.persist()
+		c.persistLocked()
 	}
 }
 

@@ -55,24 +55,24 @@ type Usage struct {
 }
 
 // Usage sums the person's turns per day over the last days days.
-func (s *Registry) Usage(person string, days int) Usage {
-	now := s.cfg.Now()
-	u := Usage{Person: person, Days: s.ledger.LastDays(person, now, days), Limits: s.limits(person), TodayUSD: s.ledger.Spent(person, now)}
+func (r *Registry) Usage(person string, days int) Usage {
+	now := r.cfg.Now()
+	u := Usage{Person: person, Days: r.ledger.LastDays(person, now, days), Limits: r.limits(person), TodayUSD: r.ledger.Spent(person, now)}
 	u.Total = usage.Sum(u.Days)
 	return u
 }
 
-func (s *Registry) limits(person string) Limits {
-	if s.cfg.Limits == nil {
+func (r *Registry) limits(person string) Limits {
+	if r.cfg.Limits == nil {
 		return Limits{}
 	}
-	return s.cfg.Limits(person)
+	return r.cfg.Limits(person)
 }
 
 // allowance is what the next turn of c may spend and how many agent
 // turns it may take; a BudgetError when nothing is left.
-func (s *Registry) allowance(c *Session) (budget float64, maxTurns int, err error) {
-	lim := s.limits(c.Person)
+func (r *Registry) allowance(c *Session) (budget float64, maxTurns int, err error) {
+	lim := r.limits(c.Person)
 	budget = -1
 	if lim.SessionUSD > 0 {
 		spent := c.Spent()
@@ -82,7 +82,7 @@ func (s *Registry) allowance(c *Session) (budget float64, maxTurns int, err erro
 		budget = lim.SessionUSD - spent
 	}
 	if lim.PersonDayUSD > 0 {
-		spent := s.ledger.Spent(c.Person, s.cfg.Now())
+		spent := r.ledger.Spent(c.Person, r.cfg.Now())
 		if spent >= lim.PersonDayUSD {
 			return 0, 0, &BudgetError{Scope: "day", LimitUSD: lim.PersonDayUSD, SpentUSD: spent}
 		}
@@ -96,8 +96,8 @@ func (s *Registry) allowance(c *Session) (budget float64, maxTurns int, err erro
 // Admit checks that c may take message now: a BudgetError if the session
 // or its person has spent their budget, which the session's events
 // stream shows as a refused event.
-func (s *Registry) Admit(c *Session, message string) error {
-	_, _, err := s.allowance(c)
+func (r *Registry) Admit(c *Session, message string) error {
+	_, _, err := r.allowance(c)
 	var over *BudgetError
 	if errors.As(err, &over) {
 		c.mu.Lock()
@@ -112,16 +112,16 @@ func (s *Registry) Admit(c *Session, message string) error {
 // person's day and its cost to the session, at once, so the budgets hold
 // within a turn and a turn cut off by a crash is paid for. Only with
 // RegistryConfig.Metered.
-func (s *Registry) Charge(person, session string, at time.Time, d usage.Day) {
-	if !s.cfg.Metered {
+func (r *Registry) Charge(person, session string, at time.Time, d usage.Day) {
+	if !r.cfg.Metered {
 		return
 	}
 	d.Date, d.Messages, d.AgentTurns, d.DurationMS = "", 0, 0, 0
-	s.ledger.Add(person, at, d)
+	r.ledger.Add(person, at, d)
 	if session == "" {
 		return
 	}
-	if c, err := s.Get(session, person); err == nil {
+	if c, err := r.Get(session, person); err == nil {
 		c.mu.Lock()
 		c.metered += d.CostUSD
 		c.mu.Unlock()
@@ -132,16 +132,16 @@ func (s *Registry) Charge(person, session string, at time.Time, d usage.Day) {
 // out, that neither the session nor the person has spent their budget:
 // a BudgetError if one has. The session's next turn then ends with that
 // error (see Refused).
-func (s *Registry) AdmitRequest(person, session string) error {
+func (r *Registry) AdmitRequest(person, session string) error {
 	if session != "" {
-		if c, err := s.Get(session, person); err == nil {
-			_, _, err := s.allowance(c)
+		if c, err := r.Get(session, person); err == nil {
+			_, _, err := r.allowance(c)
 			return err
 		}
 	}
-	lim := s.limits(person)
+	lim := r.limits(person)
 	if lim.PersonDayUSD > 0 {
-		if spent := s.ledger.Spent(person, s.cfg.Now()); spent >= lim.PersonDayUSD {
+		if spent := r.ledger.Spent(person, r.cfg.Now()); spent >= lim.PersonDayUSD {
 			return &BudgetError{Scope: "day", LimitUSD: lim.PersonDayUSD, SpentUSD: spent}
 		}
 	}
@@ -161,12 +161,12 @@ func (s *Registry) Budgeted(person, session string) bool {
 // Refused tells session that a model request of its was refused for err
 // (a BudgetError): the turn that made it ends with that error, as a
 // budget, rather than as the API error the CLI saw.
-func (s *Registry) Refused(person, session string, err error) {
+func (r *Registry) Refused(person, session string, err error) {
 	var over *BudgetError
 	if session == "" || !errors.As(err, &over) {
 		return
 	}
-	if c, gerr := s.Get(session, person); gerr == nil {
+	if c, gerr := r.Get(session, person); gerr == nil {
 		c.mu.Lock()
 		c.refused = over
 		c.mu.Unlock()

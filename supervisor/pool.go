@@ -115,8 +115,8 @@ func (p *Pool) totalLocked() int {
 // warm pool) of person's.
 func (p *Pool) heldLocked(person string) int {
 	n := p.reserved[person]
-	for _, s := range p.live {
-		if s.Person() == person {
+	for _, c := range p.live {
+		if c.Person() == person {
 			n++
 		}
 	}
@@ -144,7 +144,7 @@ func (p *Pool) Hold(ctx context.Context, person string) (release func(), err err
 	return func() {
 		once.Do(func() {
 			p.mu.Lock()
-			p.release(person)
+			p.releaseLocked(person)
 			p.signalLocked()
 			p.mu.Unlock()
 		})
@@ -238,34 +238,35 @@ func (p *Pool) acquireFor(ctx context.Context, person string, self *CLI, waiting
 // owner is ""), least recently used first.
 func (p *Pool) idleLocked(except *CLI, owner string) []*CLI {
 	var out []*CLI
-	for _, s := range p.live {
-		if s != except && (owner == "" || s.Person() == owner) && s.State() == StateIdle {
-			out = append(out, s)
+	for _, c := range p.live {
+		if c != except && (owner == "" || c.Person() == owner) && c.State() == StateIdle {
+			out = append(out, c)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LastActivity().Before(out[j].LastActivity()) })
 	return out
 }
 
-// unreserve gives back a reservation of s whose process never started.
-func (p *Pool) unreserve(s *CLI) {
+// unreserve gives back a reservation of c whose process never started.
+func (p *Pool) unreserve(c *CLI) {
 	p.mu.Lock()
-	p.release(s.Person())
+	p.releaseLocked(c.Person())
 	p.signalLocked()
 	p.mu.Unlock()
 }
 
-func (p *Pool) release(person string) {
+// releaseLocked gives back a slot reserved for person. p.mu is held.
+func (p *Pool) releaseLocked(person string) {
 	if p.reserved[person]--; p.reserved[person] <= 0 {
 		delete(p.reserved, person)
 	}
 }
 
 // started turns a reservation into a live process.
-func (p *Pool) started(proc *Process, s *CLI) {
+func (p *Pool) started(proc *Process, c *CLI) {
 	p.mu.Lock()
-	p.release(s.Person())
-	p.live[proc] = s
+	p.releaseLocked(c.Person())
+	p.live[proc] = c
 	p.starts++
 	p.mu.Unlock()
 	p.recordPid(proc)
@@ -336,15 +337,15 @@ func (p *Pool) reap() {
 		}
 		p.mu.Lock()
 		var idle []*CLI
-		for _, s := range p.live {
-			if s.State() == StateIdle && time.Since(s.LastActivity()) >= p.cfg.IdleTimeout {
-				idle = append(idle, s)
+		for _, c := range p.live {
+			if c.State() == StateIdle && time.Since(c.LastActivity()) >= p.cfg.IdleTimeout {
+				idle = append(idle, c)
 			}
 		}
 		p.mu.Unlock()
-		for _, s := range idle {
-			if s.StopIfIdle() {
-				p.log.Info().Str("session", s.ID()).Dur("idle", p.cfg.IdleTimeout).Msg("stopped an idle claude; the next turn resumes it")
+		for _, c := range idle {
+			if c.StopIfIdle() {
+				p.log.Info().Str("session", c.ID()).Dur("idle", p.cfg.IdleTimeout).Msg("stopped an idle claude; the next turn resumes it")
 			}
 		}
 	}

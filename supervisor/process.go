@@ -126,6 +126,15 @@ func (p *Process) Request(ctx context.Context, subtype string, body map[string]a
 // SendUser writes one user message; uuid, when set, is its id in the
 // conversation (file checkpoints are keyed by it).
 func (p *Process) SendUser(text, uuid string) error {
+	_, err := p.sendUserIf(text, uuid, nil)
+	return err
+}
+
+// sendUserIf writes one user message if ok (nil: always) holds, asked
+// right before the write with the write lock held: until the write is
+// done the process cannot be reaped, so what ok saw of it still holds.
+// It reports whether the message was written.
+func (p *Process) sendUserIf(text, uuid string, ok func() bool) (bool, error) {
 	msg := map[string]any{
 		"type":               "user",
 		"message":            map[string]any{"role": "user", "content": text},
@@ -135,26 +144,36 @@ func (p *Process) SendUser(text, uuid string) error {
 	if uuid != "" {
 		msg["uuid"] = uuid
 	}
-	return p.writeJSON(msg)
+	return p.writeIf(msg, ok)
 }
 
 func (p *Process) writeJSON(v any) error {
+	_, err := p.writeIf(v, nil)
+	return err
+}
+
+// writeIf writes v as one line if ok (nil: always) holds under the write
+// lock, and reports whether it did.
+func (p *Process) writeIf(v any, ok func() bool) (bool, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return false, err
 	}
 	b = append(b, '\n')
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	select {
 	case <-p.done:
-		return ErrProcessExited
+		return false, ErrProcessExited
 	default:
 	}
-	if _, err := p.stdin.Write(b); err != nil {
-		return fmt.Errorf("write to claude: %w", err)
+	if ok != nil && !ok() {
+		return false, nil
 	}
-	return nil
+	if _, err := p.stdin.Write(b); err != nil {
+		return false, fmt.Errorf("write to claude: %w", err)
+	}
+	return true, nil
 }
 
 func (p *Process) readLoop(stdout io.Reader) {

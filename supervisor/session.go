@@ -31,8 +31,9 @@ const (
 	EventCLI EventKind = iota
 	// EventTurnStart opens a turn; Text is the person's message.
 	EventTurnStart
-	// EventTurnEnd closes a turn, exactly once per EventTurnStart: Msg is
-	// the CLI's result, or Err says why the turn ended without one.
+	// EventTurnEnd closes a turn, exactly once per EventTurnStart and
+	// never before it: Msg is the CLI's result, or Err says why the turn
+	// ended without one.
 	EventTurnEnd
 	// EventNotice is something the person should know; Text says what.
 	EventNotice
@@ -43,7 +44,10 @@ const (
 
 // Event is what a CLI publishes to its Sink.
 type Event struct {
-	Kind        EventKind
+	Kind EventKind
+	// Turn is, on EventTurnStart and EventTurnEnd, the number of the
+	// CLI's turn (from 1), so a Sink can tell which start an end closes.
+	Turn        int
 	Msg         *Message
 	Text        string
 	Err         error
@@ -139,19 +143,84 @@ type CLIConfig struct {
 	// Pool, when set, bounds live processes across sessions.
 	Pool   *Pool
 	Logger zerolog.Logger
+	// OnSendStep, when set, is called at each step of Send with the
+	// process the turn runs on (nil while it has none): a seam for tests
+	// that kill the process at each point. Never set in production.
+	OnSendStep func(step SendStep, p *Process)
+}
+
+// SendStep is a point of Send where a process can die (CLIConfig.OnSendStep).
+type SendStep int
+
+// The steps of Send, in order.
+const (
+	// StepBeforeStart: the turn holds the session, and its process if one
+	// lives; its start is not published yet.
+	StepBeforeStart SendStep = iota
+	// StepAfterStart: the turn's start is published; its process, if
+	// one lives, is not the turn's yet.
+	StepAfterStart
+	// StepBeforeWrite: the turn has started and has its process; its
+	// message is not written yet.
+	StepBeforeWrite
+	// StepAfterWrite: the message was written to the process.
+	StepAfterWrite
+)
+
+func (s SendStep) String() string {
+	switch s {
+	case StepBeforeStart:
+		return "before start"
+	case StepAfterStart:
+		return "after start"
+	case StepBeforeWrite:
+		return "before write"
+	case StepAfterWrite:
+		return "after write"
+	}
+	return fmt.Sprintf("SendStep(%d)", int(s))
 }
 
 // CLI runs the claude of one chat session: one long-lived process at a time, one
 // turn at a time. A process that died is replaced on the next turn with
 // --resume, so the conversation continues.
+//
+// A turn starts once and ends once, whatever dies when:
+//   - Send claims the turn (running) and may then wait for a slot and a
+//     process; nothing can end the turn before its start is published
+//     (started), so a process that dies meanwhile only means the turn
+//     needs another one;
+//   - only a started turn ends, once: every end (the CLI's result, the
+//     process's exit, the stall watchdog, an interrupt, a failed start)
+//     goes through endTurn, which checks and clears running under mu;
+//   - the start and the end are decided and published under turnMu, so
+//     no end is published before its start;
+//   - the message is written to a process only if, checked under mu
+//     with the process's write lock held (it cannot be reaped meanwhile),
+//     its turn is still the one running and that process is still the
+//     turn's (written); a turn whose message was not written ends without
+//     it ever reaching the model;
+//   - while its message is not written, only Send (and the exit of the
+//     session's process) ends a turn: an interrupt cancels Send's waits
+//     and Send ends it, so no next turn claims the session while this
+//     Send still starts a process.
 type CLI struct {
 	cfg CLIConfig
 	log zerolog.Logger
 
+	// turnMu orders the publication of turn starts and ends (see above).
+	// It is taken before mu, and held while the Sink publishes.
+	turnMu sync.Mutex
+
 	mu           sync.Mutex
 	proc         *Process
 	cliSessionID string
-	running      bool
+	// running: a turn holds the session (from Send on); started: its
+	// start is published; written: its message went to proc.
+	running, started, written bool
+	// cancelWait ends the waits of the running turn's Send (for a slot,
+	// for a process), for an interrupt.
+	cancelWait   context.CancelFunc
 	waiting      int
 	turn         int
 	interrupting bool
@@ -196,37 +265,37 @@ func NewCLI(cfg CLIConfig) *CLI {
 }
 
 // ID is our session id.
-func (s *CLI) ID() string { return s.cfg.ID }
+func (c *CLI) ID() string { return c.cfg.ID }
 
 // Person is the session's owner.
-func (s *CLI) Person() string { return s.cfg.Person }
+func (c *CLI) Person() string { return c.cfg.Person }
 
 // CLISessionID is the CLI's id for the conversation ("" before the first turn).
-func (s *CLI) CLISessionID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cliSessionID
+func (c *CLI) CLISessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cliSessionID
 }
 
 // Resume makes the next process resume the CLI conversation id (one that
 // went on elsewhere, in a terminal); "" keeps the current one.
-func (s *CLI) Resume(id string) {
+func (c *CLI) Resume(id string) {
 	if id == "" {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cliSessionID = id
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cliSessionID = id
 }
 
 // State reports whether the session is idle, running or waiting.
-func (s *CLI) State() State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (c *CLI) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	switch {
-	case !s.running:
+	case !c.running:
 		return StateIdle
-	case s.waiting > 0:
+	case c.waiting > 0:
 		return StateWaiting
 	default:
 		return StateRunning
@@ -234,119 +303,222 @@ func (s *CLI) State() State {
 }
 
 // LastActivity is when a turn last started or ended.
-func (s *CLI) LastActivity() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastActivity
+func (c *CLI) LastActivity() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastActivity
 }
 
 // Pid is the process id of the live CLI, or 0.
-func (s *CLI) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
+func (c *CLI) Pid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc == nil {
 		return 0
 	}
-	return s.proc.Pid()
+	return c.proc.Pid()
 }
 
 // Live reports whether a CLI process is running for this session.
-func (s *CLI) Live() bool { return s.Pid() != 0 }
+func (c *CLI) Live() bool { return c.Pid() != 0 }
 
-// Send starts a turn with the person's message. It returns once the message
-// is with the CLI (or the turn has already ended with an error event); the
-// turn's events follow on the Sink. ErrBusy if a turn is running.
-func (s *CLI) Send(ctx context.Context, text string) error {
-	s.mu.Lock()
+// Send starts a turn with the person's message. It returns once the
+// turn's start is published and its message is with the CLI (or the turn
+// has ended already, its end published too); the turn's events follow on
+// the Sink. It returns an error, and publishes nothing of the turn, only
+// when the turn never started: ErrBusy if a turn is running, ErrClosed,
+// or why no process slot was had.
+func (c *CLI) Send(ctx context.Context, text string) error {
+	c.mu.Lock()
 	switch {
-	case s.closed:
-		s.mu.Unlock()
+	case c.closed:
+		c.mu.Unlock()
 		return ErrClosed
-	case s.running || s.holding:
-		s.mu.Unlock()
+	case c.running || c.holding:
+		c.mu.Unlock()
 		return ErrBusy
 	}
-	s.running = true
-	s.interrupting = false
-	s.turn++
-	turn := s.turn
-	s.lastActivity = time.Now()
+	c.turn++
+	turn := c.turn
+	c.running, c.started, c.written, c.interrupting = true, false, false, false
+	// An interrupt ends the waits below (for a slot, for a process).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.cancelWait = cancel
+	c.lastActivity = time.Now()
 	var stale *Process
-	if s.proc != nil && s.limitsChanged() {
+	if c.proc != nil && c.limitsChangedLocked() {
 		// The CLI fixes its limits at start: a new process, resuming
 		// the conversation, runs this turn under the new ones.
-		stale, s.proc = s.proc, nil
+		stale, c.proc = c.proc, nil
 	}
-	needSlot := s.proc == nil && s.cfg.Pool != nil
-	fresh := s.cliSessionID == ""
-	s.mu.Unlock()
+	needSlot := c.proc == nil && c.cfg.Pool != nil
+	fresh := c.cliSessionID == ""
+	c.mu.Unlock()
 	if stale != nil {
 		if err := stale.Close(); err != nil {
-			s.log.Warn().Err(err).Msg("stop claude for new limits")
+			c.log.Warn().Err(err).Msg("stop claude for new limits")
 		}
 	}
 
-	if s.cfg.Pool != nil {
-		s.cfg.Pool.Touch(s.Person())
+	if c.cfg.Pool != nil {
+		c.cfg.Pool.Touch(c.Person())
 	}
 	// A new conversation starts in a process the warm pool started for
 	// it, when there is one.
-	if needSlot && fresh && s.fitsWarm() && s.adopt() {
+	if needSlot && fresh && c.fitsWarm() && c.adopt() {
 		needSlot = false
 	}
 	// A turn that needs a process waits for a slot before it starts, so a
 	// full server answers "busy" instead of a turn that fails.
 	if needSlot {
-		if err := s.cfg.Pool.acquire(ctx, s); err != nil {
-			s.mu.Lock()
-			s.running = false
-			s.mu.Unlock()
-			return err
+		if err := c.cfg.Pool.acquire(ctx, c); err != nil {
+			return c.notStarted(turn, text, err)
 		}
 	}
+	c.step(StepBeforeStart, c.process())
 	id := uuid.NewString()
-	s.publish(Event{Kind: EventTurnStart, Text: text, MessageID: id})
-	proc, err := s.ensureProcess(ctx, needSlot)
-	if err == nil {
-		s.mu.Lock()
-		interrupted := s.interrupting && s.turn == turn
-		s.mu.Unlock()
-		if interrupted {
-			s.endTurn(turn, nil, nil, true)
-			return nil
+	if err := c.startTurn(turn, text, id); err != nil {
+		if needSlot {
+			c.cfg.Pool.unreserve(c)
 		}
-		s.touch()
-		err = proc.SendUser(text, id)
+		return err
 	}
-	if err != nil {
-		s.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
+	c.step(StepAfterStart, c.process())
+	proc, err := c.ensureProcess(ctx, needSlot, turn)
+	switch {
+	case errors.Is(err, errTurnOver):
+		return nil // it ended while it waited; its end is published
+	case err != nil && c.interrupted(turn):
+		c.endTurn(turn, nil, nil, true)
+		return nil
+	case err != nil:
+		c.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
+		return nil
+	}
+	c.step(StepBeforeWrite, proc)
+	sent, err := proc.sendUserIf(text, id, func() bool { return c.claimWrite(turn, proc) })
+	switch {
+	case sent:
+		c.touch()
+		c.step(StepAfterWrite, proc)
+	case c.interrupted(turn):
+		// Interrupted before its message reached the CLI: it never will.
+		c.endTurn(turn, nil, nil, true)
+	case err != nil:
+		c.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
+	default:
+		// Ended meanwhile (its process died, it stalled): its end is
+		// published and its message goes nowhere. Or its process was
+		// replaced under it, which only an end does; end it anyway.
+		c.endTurn(turn, nil, fmt.Errorf("start turn: %w", ErrProcessExited), false)
 	}
 	return nil
+}
+
+// errTurnOver says that the turn a wait was for has ended meanwhile.
+var errTurnOver = errors.New("the turn has ended")
+
+// step calls the test seam OnSendStep, if set.
+func (c *CLI) step(s SendStep, p *Process) {
+	if c.cfg.OnSendStep != nil {
+		c.cfg.OnSendStep(s, p)
+	}
+}
+
+// process is the live process, or nil.
+func (c *CLI) process() *Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proc
+}
+
+// notStarted ends Send for a turn that never started because a wait
+// failed with err: an interrupt that cancelled the wait makes it a turn
+// that starts and ends interrupted at once (its message never reaches
+// the CLI), so its clients see it end; any other failure frees the
+// session and is Send's error.
+func (c *CLI) notStarted(turn int, text string, err error) error {
+	if c.interrupted(turn) {
+		if err := c.startTurn(turn, text, ""); err != nil {
+			return err
+		}
+		c.endTurn(turn, nil, nil, true)
+		return nil
+	}
+	c.mu.Lock()
+	if c.turn == turn {
+		c.running = false
+	}
+	c.mu.Unlock()
+	if c.cfg.Pool != nil {
+		c.cfg.Pool.idle()
+	}
+	return err
+}
+
+// interrupted reports whether turn is running and was interrupted.
+func (c *CLI) interrupted(turn int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running && c.turn == turn && c.interrupting
+}
+
+// startTurn publishes the start of turn, which Send holds; from now on
+// the turn can end. ErrClosed (and the session freed) if the session was
+// closed meanwhile.
+func (c *CLI) startTurn(turn int, text, messageID string) error {
+	c.turnMu.Lock()
+	defer c.turnMu.Unlock()
+	c.mu.Lock()
+	if c.closed {
+		c.running = false
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.started = true
+	c.mu.Unlock()
+	c.publish(Event{Kind: EventTurnStart, Turn: turn, Text: text, MessageID: messageID})
+	return nil
+}
+
+// claimWrite reports whether turn's message may be written to p now: the
+// turn still runs, uninterrupted, and p is still the session's process.
+// It is called with p's write lock held, so p cannot be reaped before
+// the write.
+func (c *CLI) claimWrite(turn int, p *Process) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running || c.turn != turn || !c.started || c.interrupting || c.proc != p {
+		return false
+	}
+	c.written = true
+	return true
 }
 
 // adopt makes a ready process of the warm pool this session's and reports
 // whether it did. The process started without --resume: its conversation
 // becomes the session's, and its id is recorded from the turn's first
 // message like any other.
-func (s *CLI) adopt() bool {
-	w := s.cfg.Pool.take(s)
+func (c *CLI) adopt() bool {
+	w := c.cfg.Pool.take(c)
 	if w == nil {
 		return false
 	}
 	var h Handlers
-	if s.cfg.Handlers != nil {
-		h = s.cfg.Handlers(s)
+	if c.cfg.Handlers != nil {
+		h = c.cfg.Handlers(c)
 	}
-	if !w.bind(s, h) {
+	if !w.bind(c, h) {
 		// It exited after it was taken; the pool has forgotten it.
 		return false
 	}
-	s.mu.Lock()
-	closed := s.closed
+	c.mu.Lock()
+	closed := c.closed
 	if !closed {
-		s.proc = w.proc
+		c.proc = w.proc
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if closed {
 		_ = w.proc.Close()
 		return false
@@ -355,52 +527,63 @@ func (s *CLI) adopt() bool {
 	case <-w.proc.Done():
 		// It exited before it was ours: onExit did not see it as this
 		// session's process.
-		s.mu.Lock()
-		if s.proc == w.proc {
-			s.proc = nil
+		c.mu.Lock()
+		if c.proc == w.proc {
+			c.proc = nil
 		}
-		s.mu.Unlock()
+		c.mu.Unlock()
 		return false
 	default:
 	}
-	s.log.Info().Int("pid", w.proc.Pid()).Msg("took a started claude from the warm pool")
+	c.log.Info().Int("pid", w.proc.Pid()).Msg("took a started claude from the warm pool")
 	return true
 }
 
 // ensureProcess returns the live process, starting (and initializing) one
-// when there is none. A resume the CLI cannot do starts a fresh
-// conversation, once, and says so.
-func (s *CLI) ensureProcess(ctx context.Context, reserved bool) (*Process, error) {
-	s.mu.Lock()
-	if s.proc != nil {
-		p := s.proc
-		s.mu.Unlock()
+// when there is none; reserved says a slot was taken for it. A resume
+// the CLI cannot do starts a fresh conversation, once, and says so. For
+// a turn (turn > 0) it starts nothing once the turn is over
+// (errTurnOver) or interrupted (context.Canceled).
+func (c *CLI) ensureProcess(ctx context.Context, reserved bool, turn int) (*Process, error) {
+	c.mu.Lock()
+	var stop error
+	switch {
+	case turn > 0 && (!c.running || c.turn != turn):
+		stop = errTurnOver
+	case turn > 0 && c.interrupting:
+		stop = context.Canceled
+	}
+	p := c.proc
+	resume := c.cliSessionID
+	c.mu.Unlock()
+	if stop != nil || p != nil {
 		if reserved {
-			s.cfg.Pool.unreserve(s)
+			c.cfg.Pool.unreserve(c)
+		}
+		if stop != nil {
+			return nil, stop
 		}
 		return p, nil
 	}
-	resume := s.cliSessionID
-	s.mu.Unlock()
-	if !reserved && s.cfg.Pool != nil {
-		if err := s.cfg.Pool.acquire(ctx, s); err != nil {
+	if !reserved && c.cfg.Pool != nil {
+		if err := c.cfg.Pool.acquire(ctx, c); err != nil {
 			return nil, err
 		}
 	}
 
-	p, err := s.spawn(ctx, resume)
+	p, err := c.spawn(ctx, resume)
 	if err != nil && resume != "" && resumeFailed(err) {
-		s.log.Warn().Str("cli_session", resume).Err(err).Msg("resume failed; starting a fresh conversation")
-		s.publish(Event{Kind: EventNotice, Text: "The earlier conversation could not be resumed; starting a fresh one."})
-		s.mu.Lock()
-		s.cliSessionID = ""
-		s.mu.Unlock()
-		if s.cfg.Pool != nil {
-			if err := s.cfg.Pool.acquire(ctx, s); err != nil {
+		c.log.Warn().Str("cli_session", resume).Err(err).Msg("resume failed; starting a fresh conversation")
+		c.publish(Event{Kind: EventNotice, Text: "The earlier conversation could not be resumed; starting a fresh one."})
+		c.mu.Lock()
+		c.cliSessionID = ""
+		c.mu.Unlock()
+		if c.cfg.Pool != nil {
+			if err := c.cfg.Pool.acquire(ctx, c); err != nil {
 				return nil, err
 			}
 		}
-		p, err = s.spawn(ctx, "")
+		p, err = c.spawn(ctx, "")
 	}
 	return p, err
 }
@@ -412,17 +595,17 @@ func resumeFailed(err error) bool {
 	return strings.Contains(err.Error(), "No conversation found")
 }
 
-// limitsChanged reports whether the live process was started with other
-// limits than the settings ask for now. s.mu is held.
-func (s *CLI) limitsChanged() bool {
-	if s.settings.MaxTurns != s.procTurns {
+// limitsChangedLocked reports whether the live process was started with
+// other limits than the settings ask for now. c.mu is held.
+func (c *CLI) limitsChangedLocked() bool {
+	if c.settings.MaxTurns != c.procTurns {
 		return true
 	}
-	if s.settings.BudgetUSD <= 0 {
-		return s.procCap > 0
+	if c.settings.BudgetUSD <= 0 {
+		return c.procCap > 0
 	}
-	left := s.procCap - s.procCost
-	return s.procCap <= 0 || left-s.settings.BudgetUSD > budgetSlack || s.settings.BudgetUSD-left > budgetSlack
+	left := c.procCap - c.procCost
+	return c.procCap <= 0 || left-c.settings.BudgetUSD > budgetSlack || c.settings.BudgetUSD-left > budgetSlack
 }
 
 // budgetSlack is how far a live process's remaining budget may be from
@@ -432,14 +615,14 @@ const budgetSlack = 0.01
 // launchSpec is the Spec a process of this session starts with now: the
 // configured one with the session's settings, and for a resume the fork
 // or rewind still to take.
-func (s *CLI) launchSpec(resume string) Spec {
-	spec := s.cfg.Spec
-	s.mu.Lock()
-	set := s.settings
+func (c *CLI) launchSpec(resume string) Spec {
+	spec := c.cfg.Spec
+	c.mu.Lock()
+	set := c.settings
 	if resume != "" {
-		spec.ForkSession, spec.ResumeAt = s.fork, s.resumeAt
+		spec.ForkSession, spec.ResumeAt = c.fork, c.resumeAt
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if set.Model != "" {
 		spec.Model = set.Model
 	}
@@ -460,77 +643,78 @@ func (s *CLI) launchSpec(resume string) Spec {
 // runs this session as it is set now: the warm pool starts its processes
 // with that Spec, so a session with a model, mode, thinking budget or
 // limits of its own starts its own.
-func (s *CLI) fitsWarm() bool {
-	return slices.Equal(s.launchSpec("").Args(""), s.cfg.Spec.Args(""))
+func (c *CLI) fitsWarm() bool {
+	return slices.Equal(c.launchSpec("").Args(""), c.cfg.Spec.Args(""))
 }
 
-func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
-	spec := s.launchSpec(resume)
+func (c *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
+	spec := c.launchSpec(resume)
 	var h Handlers
-	if s.cfg.Handlers != nil {
-		h = s.cfg.Handlers(s)
+	if c.cfg.Handlers != nil {
+		h = c.cfg.Handlers(c)
 	}
 	var p *Process
 	ready := make(chan struct{})
 	var err error
-	cred := spec.credential(s.cfg.ID)
+	cred := spec.credential(c.cfg.ID)
 	argv := spec.Command(resume)
 	p, err = StartProcess(ProcessConfig{
 		Path:     argv[0],
 		Args:     argv[1:],
-		Dir:      s.cfg.Dir,
+		Dir:      c.cfg.Dir,
 		Env:      spec.env(cred),
 		Handlers: h,
 		OnMessage: func(m *Message) {
 			<-ready
-			s.onMessage(p, m)
+			c.onMessage(p, m)
 		},
 		OnExit: func(err error) {
 			<-ready
 			cred.revoke()
-			if s.cfg.Pool != nil {
-				s.cfg.Pool.exited(p)
+			if c.cfg.Pool != nil {
+				c.cfg.Pool.exited(p)
 			}
-			s.onExit(p, err)
+			c.onExit(p, err)
 		},
 		Grace:  spec.grace(),
-		Logger: s.log,
+		Logger: c.log,
 	})
 	if err != nil {
 		cred.revoke()
-		if s.cfg.Pool != nil {
-			s.cfg.Pool.unreserve(s)
+		if c.cfg.Pool != nil {
+			c.cfg.Pool.unreserve(c)
 		}
 		return nil, err
 	}
-	if s.cfg.Pool != nil {
-		s.cfg.Pool.started(p, s)
+	if c.cfg.Pool != nil {
+		c.cfg.Pool.started(p, c)
 	}
-	s.mu.Lock()
-	closed := s.closed
-	s.spawning = p
-	s.mu.Unlock()
+	c.mu.Lock()
+	closed := c.closed
+	c.spawning = p
+	c.mu.Unlock()
 	close(ready)
 	if closed {
 		_ = p.Close()
 		return nil, ErrClosed
 	}
-	s.log.Info().Int("pid", p.Pid()).Str("resume", resume).Msg("claude process started")
+	c.log.Info().Int("pid", p.Pid()).Str("resume", resume).Msg("claude process started")
 
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spec.initTimeout())
+	// An interrupt of the turn the process starts for stops its start.
+	ictx, cancel := context.WithTimeout(ctx, spec.initTimeout())
 	defer cancel()
 	_, err = p.Request(ictx, "initialize", spec.initializeBody())
-	s.mu.Lock()
-	s.spawning = nil
-	if err == nil && s.closed {
+	c.mu.Lock()
+	c.spawning = nil
+	if err == nil && c.closed {
 		err = ErrClosed
 	}
 	if err == nil {
-		s.proc = p
-		s.procCap, s.procTurns, s.procCost, s.procUsage = spec.MaxBudgetUSD, spec.MaxTurns, 0, nil
-		s.pendingFork, s.pendingResumeAt = spec.ForkSession, spec.ResumeAt
+		c.proc = p
+		c.procCap, c.procTurns, c.procCost, c.procUsage = spec.MaxBudgetUSD, spec.MaxTurns, 0, nil
+		c.pendingFork, c.pendingResumeAt = spec.ForkSession, spec.ResumeAt
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	if err != nil {
 		p.Kill()
 		_ = p.Close()
@@ -542,66 +726,68 @@ func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 	return p, nil
 }
 
-func (s *CLI) onMessage(p *Process, m *Message) {
-	s.mu.Lock()
-	if s.proc != p {
+func (c *CLI) onMessage(p *Process, m *Message) {
+	c.mu.Lock()
+	if c.proc != p {
 		// Before initialize is answered the CLI only writes on its way out
 		// (a failed --resume ends with an error result): that belongs to
 		// the start-up error, not to the turn.
-		starting := s.spawning == p
-		s.mu.Unlock()
+		starting := c.spawning == p
+		c.mu.Unlock()
 		if starting {
-			s.log.Debug().Str("type", m.Type).Str("subtype", m.Subtype).Msg("cli output during start-up")
+			c.log.Debug().Str("type", m.Type).Str("subtype", m.Subtype).Msg("cli output during start-up")
 		}
 		return
 	}
 	if m.SessionID != "" && (m.Type == "result" || (m.Type == "system" && m.Subtype == "init")) {
-		s.cliSessionID = m.SessionID
+		c.cliSessionID = m.SessionID
 	}
-	if m.Type == "system" && m.PermissionMode != "" && s.settings.PermissionMode != "" {
+	if m.Type == "system" && m.PermissionMode != "" && c.settings.PermissionMode != "" {
 		// The CLI changes its mode itself (an approved plan ends plan
 		// mode); the next process starts in the mode it is in now.
-		s.settings.PermissionMode = m.PermissionMode
+		c.settings.PermissionMode = m.PermissionMode
 	}
 	var usage *Usage
 	if m.Type == "result" {
-		usage = s.turnUsage(m)
+		usage = c.turnUsageLocked(m)
 		if !m.IsError {
 			// The conversation the process was started on is now on
 			// disk: a later resume continues it as it is.
-			if s.pendingFork {
-				s.fork, s.pendingFork = false, false
+			if c.pendingFork {
+				c.fork, c.pendingFork = false, false
 			}
-			if s.pendingResumeAt != "" && s.resumeAt == s.pendingResumeAt {
-				s.resumeAt, s.pendingResumeAt = "", ""
+			if c.pendingResumeAt != "" && c.resumeAt == c.pendingResumeAt {
+				c.resumeAt, c.pendingResumeAt = "", ""
 			}
 		}
 	}
-	turn, running := s.turn, s.running
-	interrupted := s.interrupting
-	s.mu.Unlock()
-	s.touch()
+	// A result ends the turn whose message went to this process; one
+	// that comes before it (or between turns) ends nothing.
+	turn, ends := c.turn, c.running && c.written
+	interrupted := c.interrupting
+	c.mu.Unlock()
+	c.touch()
 
-	s.publish(Event{Kind: EventCLI, Msg: m})
-	if m.Type == "result" && running {
-		s.endTurnUsage(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming", usage)
+	c.publish(Event{Kind: EventCLI, Msg: m})
+	if m.Type == "result" && ends {
+		c.endTurnUsage(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming", usage)
 	}
 }
 
-// turnUsage is what the turn that m (a result) ends used: the CLI's
+// turnUsageLocked is what the turn that m (a result) ends used: the CLI's
 // totals count from the process's start, so the turn's share is the
-// difference from the previous result. s.mu is held.
-func (s *CLI) turnUsage(m *Message) *Usage {
+// difference from the previous result. c.mu is held.
+func (c *CLI) turnUsageLocked(m *Message) *Usage {
 	if m.TotalCostUSD == nil && m.ModelUsage == nil {
 		return nil
 	}
 	u := &Usage{NumTurns: m.NumTurns, DurationMS: m.DurationMS, APIDurationMS: m.DurationAPIMS}
 	if m.TotalCostUSD != nil {
-		u.CostUSD = max(*m.TotalCostUSD-s.procCost, 0)
-		s.procCost = *m.TotalCostUSD
+		u.CostUSD = max(*m.TotalCostUSD-c.procCost, 0)
+		c.procCost = *m.TotalCostUSD
 	}
 	for name, total := range m.ModelUsage {
-		prev := s.procUsage[name]
+		prev := c.procUsage[name]
 		d := ModelUsage{
 			InputTokens:              total.InputTokens - prev.InputTokens,
 			OutputTokens:             total.OutputTokens - prev.OutputTokens,
@@ -624,24 +810,27 @@ func (s *CLI) turnUsage(m *Message) *Usage {
 		u.WebSearchRequests += d.WebSearchRequests
 	}
 	if m.ModelUsage != nil {
-		s.procUsage = m.ModelUsage
+		c.procUsage = m.ModelUsage
 	}
 	return u
 }
 
-func (s *CLI) onExit(p *Process, err error) {
-	s.mu.Lock()
-	if s.proc != p {
-		s.mu.Unlock()
+// onExit sees p gone. A turn that started ends with it, crashed; one
+// that has not started yet only needs another process, which Send starts
+// after the start.
+func (c *CLI) onExit(p *Process, err error) {
+	c.mu.Lock()
+	if c.proc != p {
+		c.mu.Unlock()
 		return
 	}
-	s.proc = nil
-	turn, running, closed := s.turn, s.running, s.closed
-	interrupting := s.interrupting
-	s.mu.Unlock()
-	if !running {
+	c.proc = nil
+	turn, started, closed := c.turn, c.running && c.started, c.closed
+	interrupting := c.interrupting
+	c.mu.Unlock()
+	if !started {
 		if err != nil {
-			s.log.Warn().Err(err).Msg("claude exited between turns; the next turn resumes")
+			c.log.Warn().Err(err).Msg("claude exited between turns; the next turn resumes")
 		}
 		return
 	}
@@ -651,33 +840,36 @@ func (s *CLI) onExit(p *Process, err error) {
 	case err == nil:
 		err = ErrProcessExited
 	}
-	s.endTurn(turn, nil, err, interrupting)
+	c.endTurn(turn, nil, err, interrupting)
 }
 
-// endTurn closes turn once: a later call for the same turn does nothing.
-func (s *CLI) endTurn(turn int, result *Message, err error, interrupted bool) {
-	s.endTurnUsage(turn, result, err, interrupted, nil)
+// endTurn ends turn if it is the running one and has started, once: a
+// later call for the same turn does nothing.
+func (c *CLI) endTurn(turn int, result *Message, err error, interrupted bool) {
+	c.endTurnUsage(turn, result, err, interrupted, nil)
 }
 
-func (s *CLI) endTurnUsage(turn int, result *Message, err error, interrupted bool, usage *Usage) {
-	s.mu.Lock()
-	if !s.running || s.turn != turn {
-		s.mu.Unlock()
+func (c *CLI) endTurnUsage(turn int, result *Message, err error, interrupted bool, usage *Usage) {
+	c.turnMu.Lock()
+	defer c.turnMu.Unlock()
+	c.mu.Lock()
+	if !c.running || c.turn != turn || !c.started {
+		c.mu.Unlock()
 		return
 	}
-	s.running = false
-	s.waiting = 0
-	s.interrupting = false
-	s.lastActivity = time.Now()
-	stopTimer(&s.stallTimer)
-	stopTimer(&s.killTimer)
-	s.mu.Unlock()
+	c.running, c.started, c.written = false, false, false
+	c.waiting = 0
+	c.interrupting = false
+	c.lastActivity = time.Now()
+	stopTimer(&c.stallTimer)
+	stopTimer(&c.killTimer)
+	c.mu.Unlock()
 	if err != nil {
-		s.log.Warn().Err(err).Msg("turn ended with an error")
+		c.log.Warn().Err(err).Msg("turn ended with an error")
 	}
-	s.publish(Event{Kind: EventTurnEnd, Msg: result, Err: err, Interrupted: interrupted, Usage: usage})
-	if s.cfg.Pool != nil {
-		s.cfg.Pool.idle()
+	c.publish(Event{Kind: EventTurnEnd, Turn: turn, Msg: result, Err: err, Interrupted: interrupted, Usage: usage})
+	if c.cfg.Pool != nil {
+		c.cfg.Pool.idle()
 	}
 }
 
@@ -688,91 +880,112 @@ func stopTimer(t **time.Timer) {
 	}
 }
 
-// touch records output from the CLI and re-arms the stall watchdog.
-func (s *CLI) touch() {
-	if s.cfg.StallTimeout <= 0 {
+// touch records output from the CLI and re-arms the stall watchdog,
+// which watches a turn once its message is with the CLI.
+func (c *CLI) touch() {
+	if c.cfg.StallTimeout <= 0 {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.lastOutput = time.Now()
-	if !s.running {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastOutput = time.Now()
+	if !c.running || !c.written {
 		return
 	}
-	if s.stallTimer == nil {
-		turn := s.turn
-		s.stallTimer = time.AfterFunc(s.cfg.StallTimeout, func() { s.checkStall(turn) })
+	if c.stallTimer == nil {
+		turn := c.turn
+		c.stallTimer = time.AfterFunc(c.cfg.StallTimeout, func() { c.checkStall(turn) })
 	}
 }
 
-func (s *CLI) checkStall(turn int) {
-	s.mu.Lock()
-	s.stallTimer = nil
-	if !s.running || s.turn != turn || s.proc == nil {
-		s.mu.Unlock()
+func (c *CLI) checkStall(turn int) {
+	c.mu.Lock()
+	c.stallTimer = nil
+	if !c.running || c.turn != turn || !c.written || c.proc == nil {
+		c.mu.Unlock()
 		return
 	}
-	idle := time.Since(s.lastOutput)
-	if s.waiting > 0 || idle < s.cfg.StallTimeout {
+	idle := time.Since(c.lastOutput)
+	if c.waiting > 0 || idle < c.cfg.StallTimeout {
 		// Waiting for the person is not a stall; output came in meanwhile.
-		s.stallTimer = time.AfterFunc(max(s.cfg.StallTimeout-idle, time.Second), func() { s.checkStall(turn) })
-		s.mu.Unlock()
+		c.stallTimer = time.AfterFunc(max(c.cfg.StallTimeout-idle, time.Second), func() { c.checkStall(turn) })
+		c.mu.Unlock()
 		return
 	}
-	p := s.proc
+	p := c.proc
 	// Detached before the turn ends, so the next turn starts a fresh
 	// process instead of writing to this dying one.
-	s.proc = nil
-	s.mu.Unlock()
-	s.log.Warn().Dur("silent", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
+	c.proc = nil
+	c.mu.Unlock()
+	c.log.Warn().Dur("silent", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
 	p.Kill()
 	// The process's own reaper collects it; Wait also closes its stdin.
-	s.endTurn(turn, nil, fmt.Errorf("%w (%s)", ErrStalled, idle.Round(time.Second)), false)
+	c.endTurn(turn, nil, fmt.Errorf("%w (%s)", ErrStalled, idle.Round(time.Second)), false)
 }
 
 // Interrupt stops the running turn in-band; the turn ends with its result.
 // If the CLI does not end the turn within grace, the process is killed and
-// the turn ends with an error, so an interrupt never hangs.
-func (s *CLI) Interrupt(ctx context.Context) error {
-	s.mu.Lock()
-	if !s.running {
-		s.mu.Unlock()
+// the turn ends with an error, so an interrupt never hangs. A turn whose
+// message is not with the CLI yet stops waiting (for a slot, for its
+// process) and ends interrupted at once; its message never reaches the
+// CLI. ErrNotRunning if no turn runs: the end of every turn is published
+// by then.
+func (c *CLI) Interrupt(ctx context.Context) error {
+	// Under turnMu, a turn that is no longer running has its end
+	// published.
+	c.turnMu.Lock()
+	c.mu.Lock()
+	if !c.running {
+		c.mu.Unlock()
+		c.turnMu.Unlock()
 		return ErrNotRunning
 	}
-	s.interrupting = true
-	turn := s.turn
-	p := s.proc
-	grace := s.cfg.Spec.grace()
-	if s.killTimer == nil && p != nil {
-		s.killTimer = time.AfterFunc(grace, func() {
-			s.mu.Lock()
-			still := s.running && s.turn == turn
-			s.killTimer = nil
-			s.mu.Unlock()
+	c.interrupting = true
+	turn, written := c.turn, c.written
+	cancelWait := c.cancelWait
+	p := c.proc
+	grace := c.cfg.Spec.grace()
+	if written && c.killTimer == nil && p != nil {
+		c.killTimer = time.AfterFunc(grace, func() {
+			c.mu.Lock()
+			still := c.running && c.turn == turn
+			c.killTimer = nil
+			c.mu.Unlock()
 			if still {
-				s.log.Warn().Msg("interrupt did not end the turn; killing claude")
+				c.log.Warn().Msg("interrupt did not end the turn; killing claude")
 				p.Kill()
 			}
 		})
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
+	c.turnMu.Unlock()
+	if !written {
+		// Send is still at work on it: it stops waiting (for a slot, for
+		// its process to start) and ends the turn interrupted. Only Send
+		// ends it, so a next turn never starts while this Send still
+		// starts a process.
+		if cancelWait != nil {
+			cancelWait()
+		}
+		return nil
+	}
 	if p == nil {
-		return nil // still starting: Send sees the flag and ends the turn
+		return nil // its process is gone, and the turn's end with it
 	}
 	rctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	if _, err := p.Request(rctx, "interrupt", nil); err != nil && !errors.Is(err, ErrProcessExited) {
-		s.log.Warn().Err(err).Msg("interrupt request failed")
+		c.log.Warn().Err(err).Msg("interrupt request failed")
 	}
 	return nil
 }
 
 // Control sends another control request (set_permission_mode, set_model,
 // ...) to the live process. ErrNotRunning if none runs.
-func (s *CLI) Control(ctx context.Context, subtype string, body map[string]any) ([]byte, error) {
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
+func (c *CLI) Control(ctx context.Context, subtype string, body map[string]any) ([]byte, error) {
+	c.mu.Lock()
+	p := c.proc
+	c.mu.Unlock()
 	if p == nil {
 		return nil, ErrNotRunning
 	}
@@ -780,10 +993,10 @@ func (s *CLI) Control(ctx context.Context, subtype string, body map[string]any) 
 }
 
 // Settings are the session's settings now.
-func (s *CLI) Settings() Settings {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.settings
+func (c *CLI) Settings() Settings {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settings
 }
 
 // Configure replaces the session's settings. A live process gets a
@@ -791,13 +1004,13 @@ func (s *CLI) Settings() Settings {
 // through the CLI's control requests (for its next API request); if the CLI refuses
 // one, the settings stay as they were and the CLI's answer is the error.
 // The limits (turns, budget) are SetLimits's: Configure keeps them.
-func (s *CLI) Configure(ctx context.Context, set Settings) error {
-	s.mu.Lock()
-	old := s.settings
+func (c *CLI) Configure(ctx context.Context, set Settings) error {
+	c.mu.Lock()
+	old := c.settings
 	set.BudgetUSD, set.MaxTurns = old.BudgetUSD, old.MaxTurns
-	s.settings = set
-	p := s.proc
-	s.mu.Unlock()
+	c.settings = set
+	p := c.proc
+	c.mu.Unlock()
 	if p == nil {
 		return nil
 	}
@@ -821,12 +1034,12 @@ func (s *CLI) Configure(ctx context.Context, set Settings) error {
 		_, err = p.Request(ctx, "apply_flag_settings", map[string]any{"settings": map[string]any{"effortLevel": set.Effort}})
 	}
 	if err != nil {
-		s.mu.Lock()
-		if s.settings == set {
-			s.settings.Model, s.settings.PermissionMode = old.Model, old.PermissionMode
-			s.settings.MaxThinkingTokens, s.settings.Effort = old.MaxThinkingTokens, old.Effort
+		c.mu.Lock()
+		if c.settings == set {
+			c.settings.Model, c.settings.PermissionMode = old.Model, old.PermissionMode
+			c.settings.MaxThinkingTokens, c.settings.Effort = old.MaxThinkingTokens, old.Effort
 		}
-		s.mu.Unlock()
+		c.mu.Unlock()
 		return fmt.Errorf("configure claude: %w", err)
 	}
 	return nil
@@ -836,22 +1049,22 @@ func (s *CLI) Configure(ctx context.Context, set Settings) error {
 // with that id, dropping what came after it (--resume-session-at); ""
 // starts a fresh conversation. The live process, if any, is stopped.
 // ErrBusy while a turn runs.
-func (s *CLI) ResumeAt(entry string) error {
-	s.mu.Lock()
-	if s.running || s.holding {
-		s.mu.Unlock()
+func (c *CLI) ResumeAt(entry string) error {
+	c.mu.Lock()
+	if c.running || c.holding {
+		c.mu.Unlock()
 		return ErrBusy
 	}
-	p := s.proc
-	s.proc = nil
+	p := c.proc
+	c.proc = nil
 	if entry == "" {
-		s.cliSessionID, s.fork = "", false
+		c.cliSessionID, c.fork = "", false
 	}
-	s.resumeAt = entry
-	s.mu.Unlock()
+	c.resumeAt = entry
+	c.mu.Unlock()
 	if p != nil {
 		if err := p.Close(); err != nil {
-			s.log.Warn().Err(err).Msg("stop claude to rewind the conversation")
+			c.log.Warn().Err(err).Msg("stop claude to rewind the conversation")
 		}
 	}
 	return nil
@@ -861,10 +1074,10 @@ func (s *CLI) ResumeAt(entry string) error {
 // bound) and the agent-turn bound of the next turns, leaving the other
 // settings as they are; a live process started with other limits is
 // replaced before the next turn.
-func (s *CLI) SetLimits(budgetUSD float64, maxTurns int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settings.BudgetUSD, s.settings.MaxTurns = budgetUSD, maxTurns
+func (c *CLI) SetLimits(budgetUSD float64, maxTurns int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settings.BudgetUSD, c.settings.MaxTurns = budgetUSD, maxTurns
 }
 
 // RewindResult is the CLI's answer to a rewind of its file checkpoints.
@@ -882,25 +1095,25 @@ type RewindResult struct {
 // with dryRun it only reports the files it would change. With no live
 // process one is started, resuming the conversation. ErrBusy while a turn
 // runs; a turn cannot start meanwhile.
-func (s *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (RewindResult, error) {
-	s.mu.Lock()
+func (c *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (RewindResult, error) {
+	c.mu.Lock()
 	switch {
-	case s.closed:
-		s.mu.Unlock()
+	case c.closed:
+		c.mu.Unlock()
 		return RewindResult{}, ErrClosed
-	case s.running || s.holding:
-		s.mu.Unlock()
+	case c.running || c.holding:
+		c.mu.Unlock()
 		return RewindResult{}, ErrBusy
 	}
 	// No turn starts, and the process is not stopped, while files change.
-	s.holding = true
-	s.mu.Unlock()
+	c.holding = true
+	c.mu.Unlock()
 	defer func() {
-		s.mu.Lock()
-		s.holding = false
-		s.mu.Unlock()
+		c.mu.Lock()
+		c.holding = false
+		c.mu.Unlock()
 	}()
-	p, err := s.ensureProcess(ctx, false)
+	p, err := c.ensureProcess(ctx, false, 0)
 	if err != nil {
 		return RewindResult{}, err
 	}
@@ -918,48 +1131,53 @@ func (s *CLI) RewindFiles(ctx context.Context, messageID string, dryRun bool) (R
 // SetWaiting marks that the running turn waits for (true) or got (false) an
 // answer from the person; the sessions list shows it and the stall
 // watchdog holds off meanwhile.
-func (s *CLI) SetWaiting(waiting bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (c *CLI) SetWaiting(waiting bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if waiting {
-		s.waiting++
-	} else if s.waiting > 0 {
-		s.waiting--
+		c.waiting++
+	} else if c.waiting > 0 {
+		c.waiting--
 	}
-	s.lastOutput = time.Now()
+	c.lastOutput = time.Now()
 }
 
 // Notice publishes something the person should know to the session's
 // clients.
-func (s *CLI) Notice(text string) {
-	s.publish(Event{Kind: EventNotice, Text: text})
+func (c *CLI) Notice(text string) {
+	c.publish(Event{Kind: EventNotice, Text: text})
 }
 
 // StopIfIdle ends the live process if no turn runs, keeping the session:
 // the next turn resumes. It reports whether it stopped one.
-func (s *CLI) StopIfIdle() bool {
-	s.mu.Lock()
-	if s.running || s.holding || s.proc == nil {
-		s.mu.Unlock()
+func (c *CLI) StopIfIdle() bool {
+	c.mu.Lock()
+	if c.running || c.holding || c.proc == nil {
+		c.mu.Unlock()
 		return false
 	}
-	p := s.proc
+	p := c.proc
 	// Detached first, so a turn starting now spawns a fresh process
 	// rather than writing to this closing one.
-	s.proc = nil
-	s.mu.Unlock()
+	c.proc = nil
+	c.mu.Unlock()
 	if err := p.Close(); err != nil {
-		s.log.Warn().Err(err).Msg("stop idle claude")
+		c.log.Warn().Err(err).Msg("stop idle claude")
 	}
 	return true
 }
 
 // Close ends the session and its process; it is idempotent.
-func (s *CLI) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	p, starting := s.proc, s.spawning
-	s.mu.Unlock()
+func (c *CLI) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	p, starting := c.proc, c.spawning
+	cancelWait := c.cancelWait
+	c.mu.Unlock()
+	if cancelWait != nil {
+		// A turn waiting for a slot stops waiting.
+		cancelWait()
+	}
 	if starting != nil {
 		starting.Kill()
 	}
@@ -969,9 +1187,9 @@ func (s *CLI) Close() error {
 	return nil
 }
 
-func (s *CLI) publish(ev Event) {
+func (c *CLI) publish(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
-	s.cfg.Sink.Publish(ev)
+	c.cfg.Sink.Publish(ev)
 }

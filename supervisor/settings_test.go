@@ -13,8 +13,8 @@ func TestTurnUsageIsTheTurnsShareOfTheProcessTotals(t *testing.T) {
 			ModelUsage: map[string]ModelUsage{"m": {InputTokens: in, OutputTokens: out, CostUSD: cost}}}
 	}
 	s.mu.Lock()
-	first := s.turnUsage(total(0.5, 1000, 10))
-	second := s.turnUsage(total(0.75, 1500, 30))
+	first := s.turnUsageLocked(total(0.5, 1000, 10))
+	second := s.turnUsageLocked(total(0.75, 1500, 30))
 	s.mu.Unlock()
 	if first.CostUSD != 0.5 || first.InputTokens != 1000 || first.OutputTokens != 10 || first.NumTurns != 2 {
 		t.Fatalf("first turn %+v", first)
@@ -43,7 +43,7 @@ func TestLimitsChangedAsksForANewProcess(t *testing.T) {
 		s := NewCLI(CLIConfig{ID: "s"})
 		s.procCap, s.procCost, s.procTurns = tc.capUSD, tc.spent, tc.turns
 		s.settings = Settings{BudgetUSD: tc.asked, MaxTurns: tc.askedTurns}
-		if got := s.limitsChanged(); got != tc.want {
+		if got := s.limitsChangedLocked(); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -78,16 +78,16 @@ type warmProc struct {
 	gone bool
 }
 
-// bind hands the process to s; false if it has exited already.
-func (w *warmProc) bind(s *CLI, h Handlers) bool {
+// bind hands the process to c; false if it has exited already.
+func (w *warmProc) bind(c *CLI, h Handlers) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.gone {
 		return false
 	}
-	w.cli, w.h = s, h
+	w.cli, w.h = c, h
 	if w.cred.Bind != nil {
-		w.cred.Bind(s.cfg.ID)
+		w.cred.Bind(c.cfg.ID)
 	}
 	return true
 }
@@ -206,23 +206,23 @@ func (p *Pool) WarmPids(person string) []int {
 	return out
 }
 
-// take gives s, a session with no conversation yet, a ready process of
-// its person's started with exactly s's configuration, or nil. A waiting
+// take gives c, a session with no conversation yet, a ready process of
+// its person's started with exactly c's configuration, or nil. A waiting
 // process of the person's with another configuration is stopped; the
 // warm pool starts its replacement.
-func (p *Pool) take(s *CLI) *warmProc {
+func (p *Pool) take(c *CLI) *warmProc {
 	p.mu.Lock()
 	none := len(p.warm) == 0
 	p.mu.Unlock()
 	if none {
 		return nil
 	}
-	fp := s.cfg.Spec.Fingerprint(s.cfg.Dir)
+	fp := c.cfg.Spec.Fingerprint(c.cfg.Dir)
 	p.mu.Lock()
 	var got *warmProc
 	var stale []*warmProc
 	for w := range p.warm {
-		if w.person != s.Person() || w.proc == nil {
+		if w.person != c.Person() || w.proc == nil {
 			continue
 		}
 		if w.fp != fp {
@@ -236,7 +236,7 @@ func (p *Pool) take(s *CLI) *warmProc {
 	}
 	if got != nil {
 		delete(p.warm, got)
-		p.live[got.proc] = s
+		p.live[got.proc] = c
 		p.taken++
 	}
 	if got != nil {
@@ -432,8 +432,8 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 		Handlers: w.handlers(),
 		OnMessage: func(m *Message) {
 			<-started
-			if s, _ := w.target(); s != nil {
-				s.onMessage(proc, m)
+			if c, _ := w.target(); c != nil {
+				c.onMessage(proc, m)
 			}
 		},
 		OnExit: func(err error) {
@@ -443,10 +443,10 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 			p.exited(proc)
 			w.mu.Lock()
 			w.gone = true
-			s := w.cli
+			c := w.cli
 			w.mu.Unlock()
-			if s != nil {
-				s.onExit(proc, err)
+			if c != nil {
+				c.onExit(proc, err)
 			} else if err != nil && ctx.Err() == nil {
 				p.log.Info().Err(err).Str("person", w.person).Msg("a waiting claude exited; the pool starts another")
 			}

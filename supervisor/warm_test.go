@@ -27,6 +27,8 @@ type warmPool struct {
 	*supervisor.Pool
 	mu     sync.Mutex
 	prompt map[string]string
+	// spec, when set, is what the pool starts every process with.
+	spec supervisor.Spec
 }
 
 func newWarmPool(tb testing.TB, env *clitest.Env, cfg supervisor.PoolConfig, perPerson int) *warmPool {
@@ -36,6 +38,9 @@ func newWarmPool(tb testing.TB, env *clitest.Env, cfg supervisor.PoolConfig, per
 	w.Warm(supervisor.WarmConfig{PerPerson: perPerson, Launch: func(person string) supervisor.WarmLaunch {
 		spec := testSpec(env)
 		w.mu.Lock()
+		if w.spec.Binary != "" {
+			spec = w.spec
+		}
 		if p := w.prompt[person]; p != "" {
 			spec.SystemPrompt = p
 		}

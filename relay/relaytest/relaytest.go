@@ -8,6 +8,7 @@ package relaytest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -23,6 +24,9 @@ import (
 // CLI is a fake relay.CLI. Each method calls its function field when set;
 // otherwise it plays a CLI that starts a turn on Send (publishing the turn
 // start on Sink) and keeps it open until Reply, Fail or Interrupt ends it.
+// Its turns are numbered as the supervisor numbers them. For the chat's
+// defences it can also break the rule of a turn: a Send with a Fault
+// (NextFault), and events published whatever its state (Emit).
 type CLI struct {
 	// Sink receives the turns' events, as the chat given to the Launcher.
 	Sink supervisor.Sink
@@ -56,6 +60,8 @@ type CLI struct {
 	ResumeAtFunc    func(entry string) error
 
 	mu       sync.Mutex
+	turn     int
+	fault    Fault
 	resumed  string
 	stopped  int
 	running  bool
@@ -131,8 +137,62 @@ func (f *CLI) ResumedAt() []string {
 
 var _ relay.CLI = (*CLI)(nil)
 
+// Fault is a way the fake's Send breaks the rule of a turn, as a CLI with a
+// lifecycle race would.
+type Fault int
+
+// The faults of Send.
+const (
+	// NoFault: the turn starts, and ends once something ends it.
+	NoFault Fault = iota
+	// EndBeforeStart: the turn's end (crashed) is published before its
+	// start, and the fake then forgets the turn, as a CLI did whose
+	// process died as the message went to it.
+	EndBeforeStart
+	// NoStart: Send takes the message and returns without starting a turn.
+	NoStart
+	// Forgotten: the turn starts and the fake forgets it: it never ends
+	// and the fake is idle.
+	Forgotten
+	// FailAfterStart: the turn starts and Send returns an error without
+	// ending it.
+	FailAfterStart
+)
+
+// ErrFault is what Send returns for FailAfterStart.
+var ErrFault = errors.New("relaytest: the fake failed after the turn started")
+
+// NextFault makes the next Send (the default one) break the rule as f
+// says.
+func (f *CLI) NextFault(fault Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fault = fault
+}
+
+// Emit publishes ev as it is, whatever the fake's state: an end with no
+// start, an end of another turn, a message after the end.
+func (f *CLI) Emit(ev supervisor.Event) { f.publish(ev) }
+
+// Turn is the number of the fake's last turn (0: none yet).
+func (f *CLI) Turn() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.turn
+}
+
+// TextEvent is a CLI message that streams delta, as the CLI streams its
+// answer.
+func TextEvent(delta string) supervisor.Event {
+	return supervisor.Event{Kind: supervisor.EventCLI, Msg: message(map[string]any{
+		"type":  "stream_event",
+		"event": map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": delta}},
+	})}
+}
+
 // Send calls SendFunc, or starts a turn: supervisor.ErrClosed after Close,
-// supervisor.ErrBusy while a turn runs.
+// supervisor.ErrBusy while a turn runs. A fault set by NextFault changes
+// what it does.
 func (f *CLI) Send(ctx context.Context, text string) error {
 	if f.SendFunc != nil {
 		return f.SendFunc(ctx, text)
@@ -157,14 +217,33 @@ func (f *CLI) Send(ctx context.Context, text string) error {
 	}
 	f.release = release
 	id := fmt.Sprintf("fake-message-%d", len(f.sent)+1)
+	f.turn++
+	turn := f.turn
+	fault := f.fault
+	f.fault = NoFault
 	f.mu.Unlock()
+	switch fault {
+	case EndBeforeStart:
+		f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Turn: turn, Err: supervisor.ErrProcessExited})
+	case NoStart:
+		f.end()
+		return nil
+	}
 	// The turn starts before Sent shows its message, as the real CLI's
 	// turn starts before the message reaches it: a test that waits for
 	// the message and then streams the answer must find the turn open.
-	f.publish(supervisor.Event{Kind: supervisor.EventTurnStart, Text: text, MessageID: id})
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnStart, Turn: turn, Text: text, MessageID: id})
 	f.mu.Lock()
 	f.sent = append(f.sent, text)
 	f.mu.Unlock()
+	switch fault {
+	case Forgotten, EndBeforeStart:
+		f.end()
+		return nil
+	case FailAfterStart:
+		f.end()
+		return ErrFault
+	}
 	if f.AutoReply != nil {
 		if reply, end := f.AutoReply(text); end {
 			f.Reply(reply)
@@ -213,7 +292,7 @@ func (f *CLI) Interrupt(ctx context.Context) error {
 	if !f.end() {
 		return supervisor.ErrNotRunning
 	}
-	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Interrupted: true})
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Turn: f.Turn(), Interrupted: true})
 	return nil
 }
 
@@ -344,7 +423,7 @@ func (f *CLI) Reply(text string) bool {
 	})})
 	result := message(map[string]any{"type": "result", "subtype": "success", "result": answer})
 	f.publish(supervisor.Event{Kind: supervisor.EventCLI, Msg: result})
-	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Msg: result, Usage: f.Usage})
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Turn: f.Turn(), Msg: result, Usage: f.Usage})
 	return true
 }
 
@@ -354,7 +433,7 @@ func (f *CLI) Fail(err error) bool {
 	if !f.end() {
 		return false
 	}
-	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Err: err})
+	f.publish(supervisor.Event{Kind: supervisor.EventTurnEnd, Turn: f.Turn(), Err: err})
 	return true
 }
 
