@@ -2,6 +2,7 @@ package relay
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -254,6 +255,16 @@ func (c *Session) evict() bool {
 		return false
 	}
 	c.hist = nil
+	// The finished messages no resend can join any more go too (see
+	// resendOf): nothing would ever read them.
+	now := time.Now()
+	c.queue.recent = slices.DeleteFunc(c.queue.recent, func(t *Ticket) bool {
+		return !t.stream || t.delivered || now.Sub(t.ended) >= resendWindow
+	})
+	if len(c.queue.recent) == 0 {
+		c.queue.recent = nil
+	}
+	c.queue.sent = nil // empty, but its array may hold a ticket before its start
 	return true
 }
 
