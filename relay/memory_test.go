@@ -476,7 +476,8 @@ func TestRestartRestoresEvictedSessions(t *testing.T) {
 // A message to an evicted session runs as any other, on the stand-in CLI:
 // its client follows the turn from its start as chat-stream does, and
 // both histories and every replay hold the turns before it and the new
-// one; the turns before read as they did before the eviction.
+// one; the turns before read as they did before the eviction. A resend of
+// an answer no chat-stream delivered still joins its turn.
 func TestMessageAfterEvictionResumes(t *testing.T) {
 	bin := standin.Build(t)
 	st := newStore(t)
@@ -496,12 +497,14 @@ func TestMessageAfterEvictionResumes(t *testing.T) {
 	}
 	defer s.Close()
 	c, _ := s.GetOrCreate("", "sebastian")
+	var tickets []*Ticket
 	message := func(text string) string {
 		t.Helper()
 		tk, err := s.Submit(c, text, SubmitOptions{Stream: true})
 		if err != nil {
 			t.Fatal(err)
 		}
+		tickets = append(tickets, tk)
 		<-tk.Started()
 		if tk.Err() != nil {
 			t.Fatal(tk.Err())
@@ -534,6 +537,11 @@ func TestMessageAfterEvictionResumes(t *testing.T) {
 	c.CLI().StopIfIdle()
 	if !c.evict() {
 		t.Fatal("not evicted")
+	}
+	// The first answer was never marked delivered: the same words again,
+	// within the resend window, follow that turn instead of running again.
+	if again := message("deltas:12 size:5"); again != first || tickets[1] != tickets[0] {
+		t.Fatalf("a resend after the eviction read %q (same ticket: %v), want %q", again, tickets[1] == tickets[0], first)
 	}
 	second := message("deltas:7 size:9")
 	if len(first) != 60 || len(second) != 63 {
