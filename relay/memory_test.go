@@ -515,10 +515,7 @@ func TestMessageAfterEvictionResumes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sub.Close()
-		var got []*Event
-		for _, ev := range sub.Replay {
-			got = append(got, ev)
-		}
+		got := append([]*Event(nil), sub.Replay...)
 		for len(got) == 0 || !got[len(got)-1].Terminal {
 			ev, ok := <-sub.C
 			if !ok {

@@ -19,11 +19,12 @@ import (
 // events leave memory are decided here.
 
 // Compaction policy, documented in the README: at the end of a turn, a
-// session's log over DefaultMaxLogBytes (RegistryConfig.MaxLogBytes), and over twice its size after
-// its last compaction, is compacted by its log writer, dropping the raw
-// CLI events of all but the last DefaultKeepCLITurns turns (every
-// client-facing event stays). The doubling bounds the work: a log of
-// client events alone past the limit is not rewritten at every turn.
+// session's log over DefaultMaxLogBytes (RegistryConfig.MaxLogBytes), and
+// over twice its size after its last compaction, is compacted by its log
+// writer, dropping the raw CLI events of all but the last
+// DefaultKeepCLITurns turns (every client-facing event stays). The
+// doubling bounds the work: a log of client events alone past the limit
+// is not rewritten at every turn.
 const (
 	DefaultMaxLogBytes  = 32 << 20
 	DefaultKeepCLITurns = 20
@@ -176,11 +177,11 @@ func compactRecords(upTo int) sessionstore.Keep {
 	}
 }
 
-// compactIfDue queues the compaction of the session's log when the policy
+// compactIfDueLocked queues the compaction of the session's log when the policy
 // above says so: the log writer does it from the file, and the next tidy
 // drops the same events from memory. c.mu is held; nothing waits on the
 // disk or goes through the events here.
-func (c *Session) compactIfDue() {
+func (c *Session) compactIfDueLocked() {
 	size := c.elog.Bytes()
 	last, pending := c.elog.Compacted()
 	if pending || size <= c.maxLog || size <= 2*last {

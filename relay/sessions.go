@@ -100,7 +100,7 @@ type RegistryConfig struct {
 	// Store.
 	EvictAfter time.Duration
 	// MaxLogBytes is the size past which a session's log is compacted
-	// (see compactIfDue); default DefaultMaxLogBytes.
+	// (see compactIfDueLocked); default DefaultMaxLogBytes.
 	MaxLogBytes int64
 	// TTL expires sessions idle for longer, at start-up and whenever
 	// Expire runs; 0 keeps them forever.
@@ -614,7 +614,7 @@ func (c *Session) persist() {
 		return
 	}
 	c.elog.SaveIndex(c.meta())
-	c.compactIfDue()
+	c.compactIfDueLocked()
 }
 
 // meta is the session's index entry. c.mu is held.

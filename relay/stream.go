@@ -101,7 +101,9 @@ type Stream struct {
 // NewStream returns an empty stream; onNew (may be nil) sees every event as
 // it is appended, under the stream's lock, for persistence.
 func NewStream(onNew func(*Event)) *Stream {
-	return &Stream{onNew: onNew}
+	// Made is a use: the first sweep leaves a new stream alone (a fork's
+	// copied events are queued for its log just after it is made).
+	return &Stream{onNew: onNew, uses: 1}
 }
 
 // restore loads persisted events; only before the stream is used.
