@@ -189,6 +189,9 @@ func runningStatus(name string, input json.RawMessage) string {
 }
 
 func (t *Translator) turnEnd(ev supervisor.Event) []Out {
+	// The turn's messages are not needed past its end: an idle session
+	// keeps none of them.
+	defer func() { t.apiErr, t.lastRetry, t.result = nil, nil, nil }()
 	sum := Summary{Outcome: "success"}
 	if !t.started.IsZero() && !ev.Time.Before(t.started) {
 		sum.DurationMS = ev.Time.Sub(t.started).Milliseconds()

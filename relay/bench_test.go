@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -217,7 +218,7 @@ func BenchmarkPublishPersisted(b *testing.B) {
 
 // standinSession is a session on the stand-in CLI, with subs subscribers
 // that read every event until the turn's end.
-func standinSession(b *testing.B, bin string, store *sessionstore.Store) (*Registry, *Session) {
+func standinSession(b testing.TB, bin string, store *sessionstore.Store) (*Registry, *Session) {
 	b.Helper()
 	sessions, err := NewRegistry(RegistryConfig{
 		Launcher: LauncherFunc(func(p SessionParams) CLI {
@@ -242,7 +243,7 @@ func standinSession(b *testing.B, bin string, store *sessionstore.Store) (*Regis
 
 // relayTurn runs one turn of msg with subs subscribers and calls seen for
 // each text event the first subscriber gets, at the time it gets it.
-func relayTurn(b *testing.B, chat *Session, msg string, subs int, seen func(*Event, time.Time)) {
+func relayTurn(b testing.TB, chat *Session, msg string, subs int, seen func(*Event, time.Time)) {
 	b.Helper()
 	done := make(chan error, subs)
 	for i := range subs {
@@ -421,57 +422,79 @@ func latencyRound(b *testing.B, chat *Session, raw *rawPipe, msg string, stampOf
 	})
 }
 
-// BenchmarkSessionMemory measures the server's heap per session: 50
-// sessions, each after one turn of 50 deltas on the stand-in CLI, with
-// their CLI stopped (idle) and running (live; the CLI is another process
-// and not counted). x-baseline is bytes per idle session over the bytes
-// of its event log on disk.
+// BenchmarkSessionMemory measures the server's memory per session: 50
+// sessions (5 with -short), each after a short history (one turn of 50
+// deltas on the stand-in CLI) or a long one (20 such turns; 5 with
+// -short). live: the CLI running (it is another process and not counted),
+// every event in memory, heap in use and stacks. idle: the CLI stopped and
+// the events evicted, as the sweep leaves an idle session: idle-B is the
+// live heap the sessions keep (after GC), idle-inuse-B the heap in use
+// and stacks, which also count the heap spans the evicted events leave
+// part-used and the stacks the stopped CLIs' readers left, both reused by
+// later allocations; goroutines is what each idle session keeps running.
+// x-baseline is idle-B over the bytes of the session's log on disk.
 func BenchmarkSessionMemory(b *testing.B) {
 	bin := standin.Build(b)
-	n := 50
+	n, long := 50, 20
 	if testing.Short() {
-		n = 5
+		n, long = 5, 5
 	}
-	heap := func() uint64 {
+	type mem struct{ alloc, inuse, goroutines float64 }
+	measure := func() mem {
+		runtime.GC()
 		runtime.GC()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		return m.HeapInuse + m.StackInuse
+		return mem{float64(m.HeapAlloc), float64(m.HeapInuse + m.StackInuse), float64(runtime.NumGoroutine())}
 	}
-	for b.Loop() {
-		store, err := sessionstore.New(b.TempDir(), zerolog.Nop())
-		if err != nil {
-			b.Fatal(err)
-		}
-		sessions, _ := standinSession(b, bin, store)
-		before := heap()
-		var chats []*Session
-		for range n {
-			chat, err := sessions.GetOrCreate("", "sebastian")
-			if err != nil {
-				b.Fatal(err)
+	for _, turns := range []int{1, long} {
+		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) {
+			for b.Loop() {
+				store, err := sessionstore.New(b.TempDir(), zerolog.Nop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				sessions, _ := standinSession(b, bin, store)
+				before := measure()
+				var chats []*Session
+				for range n {
+					chat, err := sessions.GetOrCreate("", "sebastian")
+					if err != nil {
+						b.Fatal(err)
+					}
+					for range turns {
+						relayTurn(b, chat, "deltas:50 size:24", 1, nil)
+					}
+					chats = append(chats, chat)
+				}
+				live := measure()
+				for _, c := range chats {
+					c.CLI().(*supervisor.CLI).StopIfIdle()
+				}
+				time.Sleep(100 * time.Millisecond) // the readers of the stopped CLIs end
+				for _, c := range chats {
+					if !c.evict() {
+						b.Fatal("an idle session was not evicted")
+					}
+				}
+				idle := measure()
+				var logged int64
+				for _, c := range chats {
+					fi, err := os.Stat(store.LogPath(c.ID))
+					if err != nil {
+						b.Fatal(err)
+					}
+					logged += fi.Size()
+				}
+				per := func(after, before float64) float64 { return max(after-before, 0) / float64(n) }
+				b.ReportMetric(per(idle.alloc, before.alloc), "idle-B/session")
+				b.ReportMetric(per(idle.inuse, before.inuse), "idle-inuse-B/session")
+				b.ReportMetric(per(idle.goroutines, before.goroutines), "goroutines/session")
+				b.ReportMetric(per(live.inuse, before.inuse), "live-B/session")
+				b.ReportMetric(per(idle.alloc, before.alloc)/(float64(logged)/float64(n)), "x-baseline")
+				sessions.Close()
 			}
-			relayTurn(b, chat, "deltas:50 size:24", 1, nil)
-			chats = append(chats, chat)
-		}
-		live := heap()
-		for _, c := range chats {
-			c.CLI().(*supervisor.CLI).StopIfIdle()
-		}
-		time.Sleep(100 * time.Millisecond)
-		idle := heap()
-		var logged int64
-		for _, c := range chats {
-			logged += int64(len(c.Stream().Events(0)))
-			for _, ev := range c.Stream().Events(0) {
-				logged += int64(len(ev.Line))
-			}
-		}
-		perIdle := float64(idle-min(idle, before)) / float64(n)
-		b.ReportMetric(perIdle, "idle-B/session")
-		b.ReportMetric(float64(live-min(live, before))/float64(n), "live-B/session")
-		b.ReportMetric(perIdle/(float64(logged)/float64(n)), "x-baseline")
-		sessions.Close()
+		})
 	}
 }
 

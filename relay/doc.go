@@ -14,13 +14,18 @@
 // errors to statuses. The API in front of it is package httpapi.
 //
 // Locks are taken in one order, never the other way: Registry.mu →
-// Session.mu → {the CLI's own, Stream.mu, drafts.mu → asks.mu}. The CLI
+// Stream.upkeep → Session.mu → {the CLI's own, Stream.mu, drafts.mu →
+// asks.mu}. Stream.Events and Stream.Subscribe may read an evicted
+// session's events back from disk (under Stream.upkeep): never call them
+// with Session.mu held. The CLI
 // publishes its events (Session.Publish takes Session.mu) with its turn
 // lock held, so nothing that holds Session.mu calls the CLI's Send or
 // Interrupt. Session.mu guards the parts of a session that one arriving
 // event changes together, each a type of its own: the queue (turnQueue,
 // with the operation that holds the session: a rewind, a fork), the
 // CLI's turn as its events arrive (cliTurn, the turn rule of turns.go),
-// and the events held behind a turn's end hook (heldEvents). A helper
+// and the events held behind a turn's end hook (heldEvents); an idle
+// session is evicted (its events and history leave memory) only when none
+// of these is under way and no operation holds it. A helper
 // that needs Session.mu held says so in its name: …Locked.
 package relay

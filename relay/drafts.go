@@ -164,6 +164,9 @@ type draftView struct {
 	watch map[string]bool
 	held  []clientevent.Text
 	shown string
+	// said: text of the turn's went out (the draft's then follows a
+	// blank line).
+	said bool
 }
 
 // canonicalInput is the tool input with sorted keys and no spacing, so the
@@ -432,7 +435,7 @@ func (c *Session) viewDraftLocked(ev supervisor.Event, outs []clientevent.Out) [
 		var last []clientevent.Out
 		if v.shown != "" {
 			text := v.shown
-			if c.turnText.Len() > 0 {
+			if v.said {
 				text = "\n\n" + text
 			}
 			last = append(last, clientevent.Out{Body: clientevent.Text{Type: "text", Delta: text}})
@@ -503,6 +506,11 @@ func (c *Session) viewDraftLocked(ev supervisor.Event, outs []clientevent.Out) [
 		}
 		v.held = nil
 		kept = append(release, kept...)
+	}
+	for _, o := range kept {
+		if _, ok := o.Body.(clientevent.Text); ok {
+			v.said = true
+		}
 	}
 	return kept
 }

@@ -144,9 +144,11 @@ func TestPublishDoesNotWaitForTheDisk(t *testing.T) {
 	}
 }
 
-// A compaction is queued in order with the events around it: what was
-// published before it is compacted, what came after is appended to the
-// new file, and the size the store reckons is the file's.
+// A compaction is queued in order with the events around it and done by
+// the log writer, from the file: what was published before it is
+// compacted, what came after is appended to the new file, the stream
+// drops the same events at its next tidy, and the size the store reckons
+// is the file's.
 func TestLogWriterCompactsInOrder(t *testing.T) {
 	st, err := sessionstore.New(t.TempDir(), zerolog.Nop())
 	if err != nil {
@@ -168,12 +170,10 @@ func TestLogWriterCompactsInOrder(t *testing.T) {
 	for n := range 4 {
 		turn(n)
 	}
-	s.compact(func(events []*Event) []*Event {
-		kept := compactEvents(events, 1)
-		l.Rewrite(records(kept))
-		return kept
-	})
+	l.Compact(compactRecords(3))
+	s.trimUpTo(3)
 	turn(4)
+	s.tidy()
 	disk.open()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

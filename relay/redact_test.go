@@ -153,10 +153,12 @@ func TestOldLogsReplayWithoutServerPaths(t *testing.T) {
 	if err := st.SaveIndex(id, meta{ID: id, Person: "sebastian", Created: time.Now(), LastActivity: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	// As an older server logged them: a session with no paths to hide.
+	// As an older server logged them: a session with no paths to hide,
+	// whose events stay in memory as they were published (read back, they
+	// would be redacted).
 	old, err := NewRegistry(RegistryConfig{Launcher: LauncherFunc(func(p SessionParams) CLI {
 		return supervisor.NewCLI(supervisor.CLIConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
-	}), Store: st, Logger: zerolog.Nop()})
+	}), Store: st, EvictAfter: -1, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -93,6 +94,15 @@ type RegistryConfig struct {
 	Launcher Launcher
 	// Store keeps sessions across restarts; nil keeps them in memory only.
 	Store *sessionstore.Store
+	// EvictAfter is how long an idle session (no client attached, no
+	// turn running or waiting) keeps its events in memory, at least;
+	// they leave it within twice that, and are read from Store again when
+	// needed. Default DefaultEvictAfter; negative keeps them. Only with a
+	// Store.
+	EvictAfter time.Duration
+	// MaxLogBytes is the size past which a session's log is compacted
+	// (see compactIfDueLocked); default DefaultMaxLogBytes.
+	MaxLogBytes int64
 	// TTL expires sessions idle for longer, at start-up and whenever
 	// Expire runs; 0 keeps them forever.
 	TTL time.Duration
@@ -157,6 +167,8 @@ type Registry struct {
 	ctx    context.Context
 	stop   context.CancelFunc
 	starts sync.WaitGroup
+	// sweeps is the goroutine that tidies sessions and evicts idle ones.
+	sweeps sync.WaitGroup
 
 	mu       sync.Mutex
 	byID     map[string]*Session
@@ -184,6 +196,12 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	if cfg.QueueLimit <= 0 {
 		cfg.QueueLimit = DefaultQueueLimit
 	}
+	if cfg.EvictAfter == 0 {
+		cfg.EvictAfter = DefaultEvictAfter
+	}
+	if cfg.MaxLogBytes <= 0 {
+		cfg.MaxLogBytes = DefaultMaxLogBytes
+	}
 	s := &Registry{cfg: cfg, log: cfg.Logger, byID: make(map[string]*Session), creating: map[string]int{}, metrics: newMetrics(),
 		redactors: map[string]*clientevent.Redactor{}}
 	s.ctx, s.stop = context.WithCancel(context.Background())
@@ -195,18 +213,23 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 		return s, nil
 	}
 	s.ledger = usage.Open(cfg.Store.Dir(), cfg.Logger)
-	loaded, err := loadSessions(cfg.Store, s.log, s.redactor)
+	loaded, err := loadSessions(cfg.Store, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("load sessions: %w", err)
 	}
 	for _, l := range expire(cfg.Store, s.log, loaded, cfg.TTL, cfg.Now()) {
+		l.events = readEvents(cfg.Store, s.log, l.meta.ID, s.redactor(l.meta.Person))
 		if err := s.restore(l); err != nil {
 			s.log.Warn().Err(err).Str("session", l.meta.ID).Msg("could not restore session")
 		}
 	}
 	if n := len(s.byID); n > 0 {
 		s.log.Info().Int("sessions", n).Msg("sessions restored")
+		// Each log was read whole and let go: give that memory back to
+		// the system now rather than over the next minutes.
+		debug.FreeOSMemory()
 	}
+	s.startSweeps()
 	return s, nil
 }
 
@@ -222,15 +245,17 @@ type Session struct {
 	redact  *clientevent.Redactor
 	store   *sessionstore.Store
 	elog    *sessionstore.Log
+	maxLog  int64 // compact the log past this size
 	log     zerolog.Logger
 	metrics *Metrics
 
-	mu        sync.Mutex
-	tr        *clientevent.Translator
-	title     string
-	history   []ChatMessage
-	historyAt map[int]int     // turn → index of its user message in history
-	turnText  strings.Builder // the assistant's text in the open turn
+	mu    sync.Mutex
+	tr    *clientevent.Translator
+	title string
+	// hist is the compat history, kept from the events as they are
+	// published; nil while the events are not in memory (History builds
+	// it again).
+	hist *chatHistory
 	// hold keeps back the end of the text streamed so far that may be
 	// the start of a server path, until the next delta.
 	hold         *clientevent.TextHold
@@ -490,40 +515,60 @@ func (c *Session) flushTextLocked() {
 // as published, or nil for a logged event, which is then decoded from its
 // line. c.mu is held.
 func (c *Session) observeLocked(ev *Event, body clientevent.Body) {
+	if ev.Type == "turn_start" && c.title == "" {
+		e, ok := body.(clientevent.TurnStart)
+		if !ok {
+			_ = json.Unmarshal(ev.Line, &e)
+		}
+		c.title = clientevent.OneLine(e.Message, 80)
+	}
+	if c.hist != nil {
+		c.hist.observe(ev, body)
+	}
+}
+
+// chatHistory is the compat history, built from a session's events in
+// order.
+type chatHistory struct {
+	messages []ChatMessage
+	at       map[int]int     // turn → index of its user message in messages
+	turnText strings.Builder // the assistant's text in the open turn
+}
+
+// observe takes the next event into the history; body as for
+// Session.observe.
+func (h *chatHistory) observe(ev *Event, body clientevent.Body) {
 	switch {
 	case ev.Type == "rewound":
 		e, ok := body.(clientevent.Rewound)
 		if !ok {
 			_ = json.Unmarshal(ev.Line, &e)
 		}
-		if at, ok := c.historyAt[e.Turn]; ok && e.Conversation && at <= len(c.history) {
-			c.history = c.history[:at]
+		if at, ok := h.at[e.Turn]; ok && e.Conversation && at <= len(h.messages) {
+			h.messages = h.messages[:at]
 		}
 	case ev.Type == "turn_start":
 		e, ok := body.(clientevent.TurnStart)
 		if !ok {
 			_ = json.Unmarshal(ev.Line, &e)
 		}
-		if c.historyAt == nil {
-			c.historyAt = map[int]int{}
+		if h.at == nil {
+			h.at = map[int]int{}
 		}
-		c.historyAt[ev.Turn] = len(c.history)
-		c.history = append(c.history, ChatMessage{Role: "user", Content: e.Message})
-		if c.title == "" {
-			c.title = clientevent.OneLine(e.Message, 80)
-		}
-		c.turnText.Reset()
+		h.at[ev.Turn] = len(h.messages)
+		h.messages = append(h.messages, ChatMessage{Role: "user", Content: e.Message})
+		h.turnText.Reset()
 	case ev.Type == "text":
 		e, ok := body.(clientevent.Text)
 		if !ok {
 			_ = json.Unmarshal(ev.Line, &e)
 		}
-		c.turnText.WriteString(e.Delta)
+		h.turnText.WriteString(e.Delta)
 	case ev.Terminal:
-		if content := historyAnswer(c.turnText.String(), ev, body); content != "" {
-			c.history = append(c.history, ChatMessage{Role: "assistant", Content: content})
+		if content := historyAnswer(h.turnText.String(), ev, body); content != "" {
+			h.messages = append(h.messages, ChatMessage{Role: "assistant", Content: content})
 		}
-		c.turnText.Reset()
+		h.turnText.Reset()
 	}
 }
 
@@ -566,15 +611,7 @@ func (c *Session) persistLocked() {
 		return
 	}
 	c.elog.SaveIndex(c.metaLocked())
-	if c.elog.Bytes() > DefaultMaxLogBytes {
-		c.stream.compact(func(events []*Event) []*Event {
-			kept := compactEvents(events, DefaultKeepCLITurns)
-			// Under the stream's lock: the compacted log is queued before
-			// any event published after it.
-			c.elog.Rewrite(records(kept))
-			return kept
-		})
-	}
+	c.compactIfDueLocked()
 }
 
 // metaLocked is the session's index entry. c.mu is held.
@@ -589,10 +626,10 @@ func (c *Session) metaLocked() meta {
 // History returns a copy of the session's messages, as its clients may
 // read them.
 func (c *Session) History() []ChatMessage {
-	c.mu.Lock()
+	h := c.lockHistory()
 	defer c.mu.Unlock()
-	out := make([]ChatMessage, len(c.history))
-	for i, m := range c.history {
+	out := make([]ChatMessage, len(h.messages))
+	for i, m := range h.messages {
 		// The text as a whole: a path the model wrote across deltas.
 		out[i] = ChatMessage{Role: m.Role, Content: c.redact.Text(m.Content)}
 	}
@@ -700,6 +737,7 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		ID: m.ID, Person: m.Person, Created: m.Created,
 		tr:           clientevent.NewTranslator(m.ID),
 		store:        r.cfg.Store,
+		maxLog:       r.cfg.MaxLogBytes,
 		lastActivity: m.LastActivity,
 		asks:         newAsks(),
 		log:          r.log.With().Str("session", m.ID).Logger(),
@@ -750,6 +788,10 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		onNew = func(ev *Event) { c.elog.Append(record(ev)) }
 	}
 	c.stream = NewStream(onNew)
+	if c.elog != nil && r.cfg.EvictAfter > 0 {
+		c.stream.load = c.loadEvents
+	}
+	c.hist = &chatHistory{}
 	c.stream.onDrop = func() { r.metrics.dropped.Add(1) }
 	c.redact = r.redactor(m.Person)
 	c.stream.redact = c.redact
@@ -794,6 +836,8 @@ func (r *Registry) restore(l loaded) error {
 		}
 		c.mu.Unlock()
 	}
+	// Nothing needs the events until a client asks for them.
+	c.evict()
 	return err
 }
 
@@ -1039,6 +1083,7 @@ func (r *Registry) Close() {
 		c.cancelQueue(ErrShutdown)
 	}
 	r.stop()
+	r.sweeps.Wait()
 	defer r.starts.Wait()
 	var wg sync.WaitGroup
 	defer r.ledger.Close()

@@ -78,12 +78,12 @@ func TestStoreLoadExpireAndCompact(t *testing.T) {
 	if err := st.SaveIndex("nobody", meta{ID: "nobody", Person: "../x"}); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := loadSessions(st, zerolog.Nop(), func(string) *clientevent.Redactor { return nil })
+	loaded, err := loadSessions(st, zerolog.Nop())
 	if err != nil || len(loaded) != 2 {
 		t.Fatalf("load: %d sessions, %v", len(loaded), err)
 	}
-	if n := len(loaded[0].events) + len(loaded[1].events); n != 8 {
-		t.Fatalf("loaded %d events, want 8", n)
+	if n := len(readEvents(st, zerolog.Nop(), "fresh", nil)) + len(readEvents(st, zerolog.Nop(), "old", nil)); n != 8 {
+		t.Fatalf("read %d events, want 8", n)
 	}
 	kept := expire(st, zerolog.Nop(), loaded, 24*time.Hour, time.Now())
 	if len(kept) != 1 || kept[0].meta.ID != "fresh" {
@@ -116,7 +116,8 @@ func TestStoreLoadExpireAndCompact(t *testing.T) {
 	// Replay across the gap left by compaction.
 	s := NewStream(nil)
 	s.restore(evs)
-	s.compact(func(e []*Event) []*Event { return compactEvents(e, 2) })
+	s.trimUpTo(3)
+	s.tidy()
 	sub, _ := s.Subscribe(4, nil, 1)
 	if sub.Replay[0].Seq != 4+2 { // seq 5 (turn 2's cli) is gone
 		t.Fatalf("replay after compaction starts at %d", sub.Replay[0].Seq)

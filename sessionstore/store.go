@@ -1,7 +1,8 @@
 // Package sessionstore is how a session reaches disk and comes back: the
 // state directory's index entries and event logs, the writer goroutine
-// that owns each log file, torn and corrupt lines at load, and the atomic
-// replacement of a compacted log.
+// that owns each log file (and that stops, closing the file, while its
+// session is idle), torn and corrupt lines at load, and the compaction and
+// atomic replacement of a log.
 //
 // It knows records (an event's seq, type, turn and line) and index entries
 // (any JSON value), not what they mean: which events a compaction keeps,
@@ -39,15 +40,17 @@ import (
 // in order by the session's log writer, never by the goroutine that
 // publishes it; the file is fsynced at the end of every turn and on close.
 // A crash loses the events the writer had not written yet and can leave a
-// torn last line, which Load drops; the lines before it are never
+// torn last line, which ReadLog drops; the lines before it are never
 // rewritten in place. Compaction writes a new file and renames it over
 // the old one.
 type Store struct {
 	dir string
 	log zerolog.Logger
-	// SyncFile fsyncs a session's log (nil: (*os.File).Sync); tests hold
-	// it to stand for a slow disk.
-	SyncFile func(*os.File) error
+	// SyncFile fsyncs a session's log (nil: (*os.File).Sync), and
+	// ReplaceFile puts a compacted log in place (nil: atomicfile.Write);
+	// tests hold them to stand for a slow disk.
+	SyncFile    func(*os.File) error
+	ReplaceFile func(path string, b []byte) error
 }
 
 // New opens (creating) a state directory.
@@ -154,17 +157,15 @@ func decode(line []byte) (Record, error) {
 	return Record{Seq: head.Seq, Type: head.Type, Turn: st.Turn, Terminal: st.Terminal, Line: st.Line}, nil
 }
 
-// Saved is one session read back from disk: its index entry as saved, and
-// its log.
+// Saved is one session's index entry as saved; its log is read with
+// ReadLog, one session at a time.
 type Saved struct {
-	ID      string
-	Index   json.RawMessage
-	Records []Record
+	ID    string
+	Index json.RawMessage
 }
 
-// Load reads every session. A session without a readable index entry is
-// skipped; a torn last line (a crash mid-write) is dropped and the file
-// truncated to the last whole line.
+// Load reads every session's index entry. A session without a readable
+// index entry is skipped.
 func (s *Store) Load() ([]Saved, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, "sessions"))
 	if err != nil {
@@ -181,18 +182,15 @@ func (s *Store) Load() ([]Saved, error) {
 			s.log.Warn().Err(err).Str("dir", dir).Msg("session without a readable index entry; skipped")
 			continue
 		}
-		records, err := s.ReadLog(s.LogPath(e.Name()))
-		if err != nil {
-			s.log.Warn().Err(err).Str("session", e.Name()).Msg("event log unreadable; the session starts with an empty log")
-		}
-		out = append(out, Saved{ID: e.Name(), Index: index, Records: records})
+		out = append(out, Saved{ID: e.Name(), Index: index})
 	}
 	return out, nil
 }
 
 // ReadLog reads the log at path. It ends at a torn last line or at a
 // corrupt or out-of-order one, and truncates the file there, so the next
-// append follows the last good line.
+// append follows the last good line. Only while no Log of the session is
+// open: the server reads each log so once, at start.
 func (s *Store) ReadLog(path string) ([]Record, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
 	if errors.Is(err, os.ErrNotExist) {
@@ -202,33 +200,45 @@ func (s *Store) ReadLog(path string) ([]Record, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
-	var records []Record
-	var good, lastSeq int64
-	cut := func(msg string) ([]Record, error) {
-		s.log.Error().Str("path", path).Int64("offset", good).Msg(msg)
-		return records, f.Truncate(good)
+	records, good, problem, err := readRecords(f)
+	if err != nil || problem == "" {
+		return records, err
 	}
+	if problem == tornLine {
+		s.log.Warn().Str("path", path).Int64("offset", good).Msg(problem)
+	} else {
+		s.log.Error().Str("path", path).Int64("offset", good).Msg(problem)
+	}
+	return records, f.Truncate(good)
+}
+
+const tornLine = "dropping a torn last event line"
+
+// readRecords reads records from r up to its end, a torn last line or a
+// corrupt or out-of-order one. good is the length of the whole lines
+// read; problem, if not "", says why the reading stopped before the end.
+func readRecords(r io.Reader) (records []Record, good int64, problem string, err error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var lastSeq int64
 	for {
-		line, err := r.ReadBytes('\n')
+		line, err := br.ReadBytes('\n')
 		if errors.Is(err, io.EOF) {
 			if len(line) > 0 {
-				s.log.Warn().Str("path", path).Int("bytes", len(line)).Msg("dropping a torn last event line")
-				return records, f.Truncate(good)
+				return records, good, tornLine, nil
 			}
-			return records, nil
+			return records, good, "", nil
 		}
 		if err != nil {
-			return records, err
+			return records, good, "", err
 		}
 		rec, err := decode(line)
 		switch {
 		case err != nil:
 			// Only the end of the file can be torn; a bad line in the
 			// middle is corruption: keep what came before, and say so.
-			return cut("corrupt event line; the log is cut here")
+			return records, good, "corrupt event line; the log is cut here", nil
 		case rec.Seq <= lastSeq:
-			return cut("event out of order; the log is cut here")
+			return records, good, "event out of order; the log is cut here", nil
 		}
 		lastSeq = rec.Seq
 		records = append(records, rec)
@@ -237,29 +247,38 @@ func (s *Store) ReadLog(path string) ([]Record, error) {
 }
 
 // Log is one session's log writer: the goroutine that owns the log file
-// and the index entry. Append, SaveIndex and Rewrite only queue, so the
-// CLI reader never waits on the disk while it holds the session's lock;
-// the writer takes everything queued at once, writes it with one write
-// call, fsyncs when a turn ended in it, and replaces the index entry.
+// and the index entry. Append, SaveIndex, Rewrite and Compact only queue,
+// so the CLI reader never waits on the disk while it holds the session's
+// lock; the writer takes everything queued at once, writes it with one
+// write call, fsyncs when a turn ended in it, and replaces the index
+// entry. Park stops the writer and closes the file while the session is
+// idle; the next piece of work starts it again.
 //
 // The queue is not bounded by a count: its records point at lines the
 // session keeps in memory anyway, for replay. When the disk is slower
 // than the CLI the queue grows and the writer catches up in bigger
 // batches; the CLI is never slowed down by the disk.
 type Log struct {
-	path     string
-	log      zerolog.Logger
-	syncFile func(*os.File) error
+	path        string
+	log         zerolog.Logger
+	syncFile    func(*os.File) error
+	replaceFile func(string, []byte) error
 
 	mu      sync.Mutex
 	wake    *sync.Cond
 	pending []logOp
 	size    int64 // the log's size once pending is written
+	running bool  // a writer goroutine runs
 	closing bool
-	done    chan struct{}
-	result  error // of the final flush, for Close
+	done    chan struct{} // closed when Close has finished
+	result  error         // of the final flush, for Close
+	// compacted is the log's size after its last compaction (0: none
+	// yet); compacting, that one is queued or running.
+	compacted  int64
+	compacting bool
 
-	// Owned by the writer goroutine.
+	// Owned by the writer goroutine while one runs, and by whoever holds
+	// mu while none does.
 	f     *os.File
 	err   error // the log failed: later events are kept in memory only
 	dirty bool  // written since the last fsync
@@ -267,12 +286,15 @@ type Log struct {
 }
 
 // logOp is one queued piece of disk work: a record to append, an index
-// entry to save, or a compacted log to put in place of the current one.
+// entry to save, a compacted log to put in place of the current one, the
+// log to compact or read, or the writer to park.
 type logOp struct {
 	kind opKind
 	rec  Record // opAppend
-	// other is the index entry (opIndex) or the records (opRewrite, a
-	// []Record): one field keeps the queue's elements small.
+	// other is the index entry (opIndex), the records (opRewrite, a
+	// []Record), what a compaction keeps (opCompact, a Keep), or where
+	// the answer goes (opRead, a chan readResult; opPark, a chan error):
+	// one field keeps the queue's elements small.
 	other any
 }
 
@@ -282,27 +304,44 @@ const (
 	opAppend opKind = iota
 	opIndex
 	opRewrite
+	opCompact
+	opRead
+	opPark
 )
+
+// Keep is what a compaction keeps of a log's records, in order.
+type Keep func([]Record) []Record
+
+type readResult struct {
+	records []Record
+	err     error
+}
+
+// ErrClosed answers work asked of a Log after Close.
+var ErrClosed = errors.New("session log closed")
 
 // Open starts the writer of session id's log. Should the file not open,
 // the error is returned with a writer that still saves the index entry
 // (the events are kept in memory only).
 func (s *Store) Open(id string) (*Log, error) {
 	l := &Log{
-		path:     s.LogPath(id),
-		log:      s.log.With().Str("session", id).Logger(),
-		syncFile: s.SyncFile,
-		done:     make(chan struct{}),
+		path:        s.LogPath(id),
+		log:         s.log.With().Str("session", id).Logger(),
+		syncFile:    s.SyncFile,
+		replaceFile: s.ReplaceFile,
+		done:        make(chan struct{}),
 	}
 	if l.syncFile == nil {
 		l.syncFile = (*os.File).Sync
+	}
+	if l.replaceFile == nil {
+		l.replaceFile = atomicfile.Write
 	}
 	l.wake = sync.NewCond(&l.mu)
 	err := l.open()
 	if err != nil {
 		l.err = err
 	}
-	go l.run()
 	return l, err
 }
 
@@ -323,11 +362,18 @@ func (l *Log) open() error {
 	return nil
 }
 
-// queue adds op unless the log is closing.
+// queue adds op and starts the writer if none runs. After Close, work is
+// dropped and a caller that waits for an answer gets ErrClosed.
 func (l *Log) queue(op logOp) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closing {
+		switch reply := op.other.(type) {
+		case chan readResult:
+			reply <- readResult{err: ErrClosed}
+		case chan error:
+			reply <- ErrClosed
+		}
 		return
 	}
 	switch op.kind {
@@ -338,8 +384,14 @@ func (l *Log) queue(op logOp) {
 		for _, r := range op.other.([]Record) {
 			l.size += r.size()
 		}
+	case opCompact:
+		l.compacting = true
 	}
 	l.pending = append(l.pending, op)
+	if !l.running {
+		l.running = true
+		go l.run()
+	}
 	l.wake.Signal()
 }
 
@@ -351,10 +403,52 @@ func (l *Log) Append(r Record) { l.queue(logOp{kind: opAppend, rec: r}) }
 // encoded by the writer: entry must not change after the call).
 func (l *Log) SaveIndex(entry any) { l.queue(logOp{kind: opIndex, other: entry}) }
 
-// Rewrite queues the replacement of the log by records (compaction). A
-// caller that publishes events must hold its lock across the snapshot
+// Rewrite queues the replacement of the log by records (a fork's copy).
+// A caller that publishes events must hold its lock across the snapshot
 // and this call, so no later event is queued before it.
 func (l *Log) Rewrite(records []Record) { l.queue(logOp{kind: opRewrite, other: records}) }
+
+// Compact queues a compaction: the writer reads the log as written so
+// far, keeps what keep returns and puts that in its place, atomically;
+// the records queued after the call are appended to the new file. keep
+// runs on the writer's goroutine, with no lock of the caller's held.
+func (l *Log) Compact(keep Keep) { l.queue(logOp{kind: opCompact, other: keep}) }
+
+// Compacted is the log's size right after its last compaction (0: none
+// yet), and whether a compaction is queued or running.
+func (l *Log) Compacted() (size int64, pending bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.compacted, l.compacting
+}
+
+// Records writes everything queued before the call and reads the log
+// back: every record queued before the call, or, if the log failed,
+// those written before it failed. It waits on the disk.
+func (l *Log) Records() ([]Record, error) {
+	reply := make(chan readResult, 1)
+	l.queue(logOp{kind: opRead, other: reply})
+	r := <-reply
+	return r.records, r.err
+}
+
+// Park writes and fsyncs everything queued before the call, closes the
+// file and stops the writer, which frees what it held; the next piece of
+// work starts it again. It reports whether the log holds every record
+// queued before the call: nil, or why not (the log failed earlier). It
+// waits on the disk.
+func (l *Log) Park() error {
+	l.mu.Lock()
+	if !l.running && !l.closing && len(l.pending) == 0 {
+		// Nothing to write: close the file here.
+		defer l.mu.Unlock()
+		return l.park()
+	}
+	l.mu.Unlock()
+	reply := make(chan error, 1)
+	l.queue(logOp{kind: opPark, other: reply})
+	return <-reply
+}
 
 // Bytes is the log's size with what is queued.
 func (l *Log) Bytes() int64 {
@@ -367,16 +461,22 @@ func (l *Log) Bytes() int64 {
 // queued, fsyncs and closes the file. It is idempotent.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	l.closing = true
-	l.wake.Signal()
+	if !l.closing {
+		l.closing = true
+		if !l.running {
+			l.running = true
+			go l.run()
+		}
+		l.wake.Signal()
+	}
 	l.mu.Unlock()
 	<-l.done
 	return l.result
 }
 
-// run is the writer goroutine; Close stops it once the queue is empty.
+// run is the writer goroutine. It ends after a park that left nothing to
+// do, and after Close once the queue is empty.
 func (l *Log) run() {
-	defer close(l.done)
 	for {
 		l.mu.Lock()
 		for len(l.pending) == 0 && !l.closing {
@@ -385,18 +485,28 @@ func (l *Log) run() {
 		ops, closing := l.pending, l.closing
 		l.pending = nil
 		l.mu.Unlock()
-		l.write(ops)
 		if closing && len(ops) == 0 {
 			l.result = l.finish()
+			close(l.done)
 			return
+		}
+		if l.write(ops) {
+			l.mu.Lock()
+			if len(l.pending) == 0 && !l.closing {
+				l.running = false
+				l.mu.Unlock()
+				return
+			}
+			l.mu.Unlock()
 		}
 	}
 }
 
 // write does one batch of queued work, in order: the records are written
-// together, a compaction first writes what came before it, and only the
-// last index entry of the batch is saved.
-func (l *Log) write(ops []logOp) {
+// together, a compaction, a read or a park first writes what came before
+// it, and only the last index entry of the batch is saved. It reports
+// whether the batch ended with the writer parked.
+func (l *Log) write(ops []logOp) (parked bool) {
 	var index any
 	fsync := false
 	for i := range ops {
@@ -404,13 +514,28 @@ func (l *Log) write(ops []logOp) {
 		case opAppend:
 			op.rec.encode(&l.buf)
 			fsync = fsync || op.rec.Terminal
+			parked = false
 		case opIndex:
 			index = op.other
 		case opRewrite:
 			l.flush(false)
 			if err := l.replace(op.other.([]Record)); err != nil {
-				l.log.Error().Err(err).Msg("compact event log")
+				l.log.Error().Err(err).Msg("rewrite event log")
 			}
+			parked = false
+		case opCompact:
+			l.flush(false)
+			l.compact(op.other.(Keep))
+			parked = false
+		case opRead:
+			l.flush(false)
+			records, err := l.read()
+			op.other.(chan readResult) <- readResult{records: records, err: err}
+		case opPark:
+			l.flush(true)
+			fsync = false
+			op.other.(chan error) <- l.park()
+			parked = true
 		}
 	}
 	l.flush(fsync)
@@ -419,6 +544,37 @@ func (l *Log) write(ops []logOp) {
 			l.log.Error().Err(err).Msg("save session index entry")
 		}
 	}
+	return parked && l.f == nil
+}
+
+// park closes the file and lets go of the write buffer; the file is
+// opened again for the next write. It returns the log's error, if it
+// failed.
+func (l *Log) park() error {
+	if l.f != nil {
+		if err := l.f.Close(); err != nil && l.err == nil {
+			l.err = err
+			l.log.Error().Err(err).Msg("event log close failed; events are kept in memory only")
+		}
+		l.f = nil
+	}
+	l.buf = bytes.Buffer{}
+	return l.err
+}
+
+// file is the open log file, opened again after a park; nil once the log
+// failed.
+func (l *Log) file() *os.File {
+	if l.f == nil && l.err == nil {
+		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			l.err = err
+			l.log.Error().Err(err).Msg("event log open failed; events are kept in memory only")
+			return nil
+		}
+		l.f = f
+	}
+	return l.f
 }
 
 // flush writes the buffered records, and fsyncs if fsync is set. A write
@@ -426,16 +582,20 @@ func (l *Log) write(ops []logOp) {
 // memory).
 func (l *Log) flush(fsync bool) {
 	defer l.buf.Reset()
-	if l.err != nil || l.f == nil {
+	if l.buf.Len() == 0 && !l.dirty {
+		return
+	}
+	f := l.file()
+	if f == nil {
 		return
 	}
 	var err error
 	if l.buf.Len() > 0 {
-		_, err = l.f.Write(l.buf.Bytes())
+		_, err = f.Write(l.buf.Bytes())
 		l.dirty = true
 	}
 	if err == nil && fsync && l.dirty {
-		err = l.syncFile(l.f)
+		err = l.syncFile(f)
 		l.dirty = false
 	}
 	if err != nil {
@@ -444,13 +604,69 @@ func (l *Log) flush(fsync bool) {
 	}
 }
 
+// read reads the log as written: up to a torn or corrupt line, which it
+// leaves in place (the writer appends after it only if the log failed).
+func (l *Log) read() ([]Record, error) {
+	f, err := os.Open(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	records, good, problem, err := readRecords(f)
+	if problem != "" {
+		l.log.Warn().Int64("offset", good).Msg(problem + " (read back)")
+	}
+	return records, err
+}
+
+// compact replaces the log by what keep keeps of it. A log that does not
+// read back whole is left as it is: keep would drop what follows the bad
+// line.
+func (l *Log) compact(keep Keep) {
+	defer func() {
+		l.mu.Lock()
+		l.compacting = false
+		l.mu.Unlock()
+	}()
+	if l.err != nil {
+		return
+	}
+	f, err := os.Open(l.path)
+	if err != nil {
+		l.log.Error().Err(err).Msg("compact event log")
+		return
+	}
+	records, good, problem, err := readRecords(f)
+	f.Close()
+	if err != nil || problem != "" {
+		l.log.Error().AnErr("error", err).Str("problem", problem).Int64("offset", good).Msg("event log not compacted: it does not read back whole")
+		return
+	}
+	kept := keep(records)
+	var size int64
+	for i := range kept {
+		size += kept[i].size()
+	}
+	if err := l.replace(kept); err != nil {
+		l.log.Error().Err(err).Msg("compact event log")
+		return
+	}
+	l.mu.Lock()
+	l.size -= good - size
+	l.compacted = size
+	l.mu.Unlock()
+}
+
 // replace puts records in place of the log, atomically.
 func (l *Log) replace(records []Record) error {
 	var b bytes.Buffer
 	for i := range records {
 		records[i].encode(&b)
 	}
-	if err := atomicfile.Write(l.path, b.Bytes()); err != nil {
+	if err := l.replaceFile(l.path, b.Bytes()); err != nil {
 		return err
 	}
 	if l.f != nil {

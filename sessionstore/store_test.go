@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -107,10 +108,14 @@ func TestLoadSkipsASessionWithoutIndex(t *testing.T) {
 	}
 	writeLog(t, st, "no-index", 4)
 	saved, err := st.Load()
-	if err != nil || len(saved) != 1 || saved[0].ID != "a" || string(saved[0].Index) != `{"id":"a"}` || len(saved[0].Records) != 4 {
+	if err != nil || len(saved) != 1 || saved[0].ID != "a" || string(saved[0].Index) != `{"id":"a"}` {
 		t.Fatalf("load: %+v, %v", saved, err)
 	}
-	for i, r := range saved[0].Records {
+	records, err := st.ReadLog(st.LogPath(saved[0].ID))
+	if err != nil || len(records) != 4 {
+		t.Fatalf("read log: %d records, %v", len(records), err)
+	}
+	for i, r := range records {
 		if !equal(r, recs[i]) {
 			t.Fatalf("record %d: %+v, want %+v", i, r, recs[i])
 		}
@@ -169,5 +174,173 @@ func TestLogRewritesInOrder(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(st.SessionDir("s") + "/meta.json"); string(b) != `{"n":2}` {
 		t.Fatalf("index entry %s", b)
+	}
+}
+
+// openFiles counts this process's descriptors open on path.
+func openFiles(tb testing.TB, path string) int {
+	tb.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
+			n++
+		}
+	}
+	return n
+}
+
+// A parked log has written and fsynced everything queued, holds no file
+// open, and starts again with the next piece of work; Records reads back
+// everything queued before it, whether the writer ran or was parked.
+func TestParkAndRecords(t *testing.T) {
+	st, _ := New(t.TempDir(), zerolog.Nop())
+	var syncs int
+	st.SyncFile = func(f *os.File) error { syncs++; return f.Sync() }
+	l, err := st.Open("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := st.LogPath("p")
+	var all []Record
+	appendN := func(n int) {
+		for range n {
+			seq := int64(len(all) + 1)
+			all = append(all, rec(seq, int(seq+3)/4, false))
+			l.Append(all[len(all)-1])
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := l.Records()
+		if err != nil || len(got) != len(all) {
+			t.Fatalf("%s: read %d records (%v), want %d", when, len(got), err, len(all))
+		}
+		for i := range got {
+			if !equal(got[i], all[i]) {
+				t.Fatalf("%s: record %d: %s, want %s", when, i, got[i].Line, all[i].Line)
+			}
+		}
+	}
+	appendN(5)
+	check("running")
+	if err := l.Park(); err != nil {
+		t.Fatal(err)
+	}
+	if syncs != 1 {
+		t.Fatalf("park fsynced %d times, want 1", syncs)
+	}
+	if n := openFiles(t, path); n != 0 {
+		t.Fatalf("a parked log holds its file open (%d)", n)
+	}
+	if b, _ := os.ReadFile(path); bytes.Count(b, []byte("\n")) != 5 {
+		t.Fatalf("parked log on disk: %s", b)
+	}
+	check("parked")
+	if err := l.Park(); err != nil { // nothing written since: nothing to do
+		t.Fatal(err)
+	}
+	appendN(3)
+	check("started again")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.ReadLog(path)
+	if err != nil || len(got) != 8 {
+		t.Fatalf("after close: %d records, %v", len(got), err)
+	}
+	if _, err := l.Records(); err != ErrClosed {
+		t.Fatalf("records after close: %v", err)
+	}
+	if err := l.Park(); err != ErrClosed {
+		t.Fatalf("park after close: %v", err)
+	}
+}
+
+// A log whose file cannot be written does not claim to hold its records:
+// Park says so, and the session keeps its events in memory.
+func TestParkReportsAFailedLog(t *testing.T) {
+	st, _ := New(t.TempDir(), zerolog.Nop())
+	if err := os.MkdirAll(st.LogPath("f"), 0o700); err != nil { // a folder where the file goes
+		t.Fatal(err)
+	}
+	l, err := st.Open("f")
+	if err == nil {
+		t.Fatal("opened a log that is a folder")
+	}
+	l.Append(rec(1, 1, false))
+	if err := l.Park(); err == nil {
+		t.Fatal("park of a failed log reported it whole")
+	}
+	_ = l.Close()
+}
+
+// A compaction runs on the writer, from the file: while it is held (a
+// slow disk), appends return at once; what was appended before it is
+// compacted, what came after is appended to the new file, and the sizes
+// the log reckons are the file's.
+func TestCompactOnTheWriter(t *testing.T) {
+	st, _ := New(t.TempDir(), zerolog.Nop())
+	entered, release := make(chan struct{}), make(chan struct{})
+	st.ReplaceFile = func(path string, b []byte) error {
+		close(entered)
+		<-release
+		return os.WriteFile(path, b, 0o600)
+	}
+	l, err := st.Open("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []Record
+	for i := int64(1); i <= 8; i++ {
+		all = append(all, rec(i, int(i+3)/4, i%4 == 0))
+		l.Append(all[i-1])
+	}
+	var kept []Record
+	l.Compact(func(records []Record) []Record {
+		for _, r := range records {
+			if r.Terminal || r.Seq%4 == 1 { // each turn's first and last
+
+				kept = append(kept, r)
+			}
+		}
+		return kept
+	})
+	if _, pending := l.Compacted(); !pending {
+		t.Fatal("a queued compaction is not reported pending")
+	}
+	<-entered
+	var later []Record
+	for i := int64(9); i <= 40; i++ {
+		later = append(later, rec(i, int(i+3)/4, i%4 == 0))
+		l.Append(later[len(later)-1])
+	}
+	close(release)
+	got, err := l.Records()
+	want := append(append([]Record(nil), kept...), later...)
+	if err != nil || len(got) != len(want) || len(kept) != 4 {
+		t.Fatalf("log holds %d records (%v), want %d (%d kept)", len(got), err, len(want), len(kept))
+	}
+	for i := range got {
+		if !equal(got[i], want[i]) {
+			t.Fatalf("record %d: %s, want %s", i, got[i].Line, want[i].Line)
+		}
+	}
+	size, pending := l.Compacted()
+	var keptSize int64
+	for _, r := range kept {
+		keptSize += int64(len(r.Encode()))
+	}
+	if pending || size != keptSize {
+		t.Fatalf("compacted size %d (pending %v), want %d", size, pending, keptSize)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(st.LogPath("c")); fi.Size() != l.Bytes() {
+		t.Fatalf("file has %d bytes, the log reckons %d", fi.Size(), l.Bytes())
 	}
 }
