@@ -46,7 +46,7 @@ lint:
 # and the soak test of random kills for 10 minutes.
 bench:
 	bash scripts/bench-report.sh
-	$(GO) test -race -count=1 -timeout 30m -run TestSoakRandomKills -soak 10m ./relay
+	$(GO) test -race -count=1 -timeout 30m -run TestSoakRandomKills ./relay -soak 10m
 
 clean:
 	rm -rf bin

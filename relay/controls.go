@@ -174,11 +174,13 @@ func (r *Registry) Fork(id, person string) (*Session, error) {
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens, Effort: set.Effort,
 		ResumeAt: orig.resumeAt, ForkedFrom: orig.ID, LastEntry: orig.tr.LastEntry()}
 	m.Fork = m.CLISessionID != ""
-	// The client-facing events, for the history (the CLI's own stay with
-	// the original), as they are with no turn open.
-	events := orig.stream.Events(0)
 	orig.mu.Unlock()
-	events = compactEvents(events, 0)
+	// The client-facing events, for the history (the CLI's own stay with
+	// the original), as they are with no turn open: the fork holds the
+	// session, so none is added meanwhile. Read without the session's
+	// lock, since an evicted session's events come back from disk under
+	// the stream's upkeep lock, which comes first.
+	events := compactEvents(orig.stream.Events(0), 0)
 
 	if err := r.reserve(person); err != nil {
 		return nil, err

@@ -215,6 +215,8 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	s.ledger = usage.Open(cfg.Store.Dir(), cfg.Logger)
 	loaded, err := loadSessions(cfg.Store, s.log)
 	if err != nil {
+		s.stop()
+		s.ledger.Close()
 		return nil, fmt.Errorf("load sessions: %w", err)
 	}
 	for _, l := range expire(cfg.Store, s.log, loaded, cfg.TTL, cfg.Now()) {
@@ -1012,6 +1014,9 @@ func (r *Registry) Shutdown(ctx context.Context) {
 	r.shutdown = true
 	chats := r.allLocked()
 	r.mu.Unlock()
+	// The starts of turns end first: a message still waiting for a
+	// process slot must not take the one an interrupted turn frees below.
+	r.stop()
 	for _, c := range chats {
 		c.cancelQueue(ErrShutdown)
 	}
@@ -1054,8 +1059,11 @@ func (r *Registry) Expire() int {
 	for _, c := range r.byID {
 		c.mu.Lock()
 		idle := now.Sub(c.lastActivity)
+		// Nothing under way: no message running, waiting for a slot or
+		// queued, no turn end, no rewind or fork holding it.
+		busy := !c.idleLocked()
 		c.mu.Unlock()
-		if idle > r.cfg.TTL && !c.stream.TurnOpen() && !c.TerminalOpen() {
+		if idle > r.cfg.TTL && !busy && !c.stream.TurnOpen() && !c.TerminalOpen() {
 			old = append(old, c)
 		}
 	}

@@ -201,15 +201,19 @@ func (c *Session) sent(t *Ticket, err error) *Ticket {
 func (c *Session) Interrupt(ctx context.Context) error {
 	c.mu.Lock()
 	c.asks.cancelUpTo(c, math.MaxInt)
+	// The turn this interrupt is for: the one open now, if any.
+	was := c.cliTurn
 	c.mu.Unlock()
 	err := c.cli.Interrupt(ctx)
 	if !errors.Is(err, supervisor.ErrNotRunning) {
 		return err
 	}
 	// The CLI runs no turn, and has published the end of every turn it
-	// ran: one still open here is lost.
+	// ran: the turn that was open, if it still is, is lost. A turn that
+	// started meanwhile (the next message, dispatched as the one before
+	// ended by itself) is not this interrupt's and runs.
 	c.mu.Lock()
-	lost := c.cliTurn.open
+	lost := was.open && c.cliTurn.open && c.cliTurn.number == was.number && c.cliTurn.ticket == was.ticket
 	var end supervisor.Event
 	if lost {
 		end = c.cliTurn.lostEnd(nil, true, time.Now())
