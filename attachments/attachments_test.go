@@ -122,6 +122,7 @@ func TestSniff(t *testing.T) {
 		{"markdown", "a.md", []byte("# Title\n"), "text/markdown", Text},
 		{"html is not text", "a.txt", []byte("<html><script>alert(1)</script>"), "text/html", Other},
 		{"svg is not an image", "a.svg", []byte(`<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>`), "text/xml", Other},
+		{"svg without a declaration", "a.txt", []byte("\n <svg xmlns='http://www.w3.org/2000/svg' onload='alert(1)'/>"), "image/svg+xml", Other},
 		{"binary", "a.png", []byte{0, 1, 2, 3, 0xfe}, "application/octet-stream", Other},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,8 @@ import (
 type Content struct {
 	Blocks []json.RawMessage
 	Digest string
+	// Notes are the attached notes' paths, made plain (vault.CleanRel).
+	Notes []string
 }
 
 // Content makes the blocks of a message that carries files (uploaded
@@ -70,6 +72,7 @@ func (s *Store) Content(person string, files []File, notes []string) (Content, e
 			return Content{}, err
 		}
 		out.Blocks = append(out.Blocks, block)
+		out.Notes = append(out.Notes, clean)
 		fmt.Fprintf(digest, "note %s\n", clean)
 	}
 	if len(out.Blocks) > 0 {
@@ -169,6 +172,32 @@ func delimited(label, what string, text []byte, size, max int) string {
 type HistoryEntry struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+}
+
+// ErrBadHistory is an imported conversation that cannot be taken.
+var ErrBadHistory = errors.New("malformed history")
+
+// MaxHistory bounds the messages of an imported conversation (the
+// request's body bounds its size).
+const MaxHistory = 1000
+
+// CheckHistory returns nil when entries can be imported, and otherwise an
+// ErrBadHistory naming the first entry that cannot.
+func CheckHistory(entries []HistoryEntry) error {
+	if len(entries) > MaxHistory {
+		return fmt.Errorf("%w: %d messages; at most %d can be imported", ErrBadHistory, len(entries), MaxHistory)
+	}
+	for i, e := range entries {
+		switch {
+		case e.Role != "user" && e.Role != "assistant":
+			return fmt.Errorf("%w: history[%d]: role must be \"user\" or \"assistant\", not %q", ErrBadHistory, i, e.Role)
+		case strings.TrimSpace(e.Content) == "":
+			return fmt.Errorf("%w: history[%d]: content is empty", ErrBadHistory, i)
+		case !utf8.ValidString(e.Content):
+			return fmt.Errorf("%w: history[%d]: content is not valid UTF-8", ErrBadHistory, i)
+		}
+	}
+	return nil
 }
 
 // HistoryBlock is an imported conversation as the model is given it with

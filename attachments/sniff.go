@@ -1,6 +1,7 @@
 package attachments
 
 import (
+	"bytes"
 	"fmt"
 	"mime"
 	"net/http"
@@ -49,6 +50,11 @@ func Sniff(name string, head []byte) (mediaType string, kind Kind) {
 	case "text/plain":
 		if !validUTF8Prefix(head) {
 			return "application/octet-stream", Other
+		}
+		// An SVG needs no XML declaration, and a browser runs its
+		// scripts: it is never text.
+		if lead := bytes.ToLower(bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")); bytes.HasPrefix(lead, []byte("<svg")) {
+			return "image/svg+xml", Other
 		}
 		switch strings.ToLower(path.Ext(name)) {
 		case ".md", ".markdown":

@@ -111,8 +111,8 @@ func Script(req Request) Reply {
 
 // DescribeBlocks says what each content block is, joined by " | ": an
 // image or document as its type, media type and decoded size (and a
-// document's title), a text block as "text" and its first 80 characters
-// on one line. The CLI's own notes are left out.
+// document's title), a text block as "text" and its first 200
+// characters on one line. The CLI's own notes are left out.
 func DescribeBlocks(blocks []Block) string {
 	var parts []string
 	for _, b := range blocks {
@@ -120,8 +120,8 @@ func DescribeBlocks(blocks []Block) string {
 		case b.Type == "text" && cliNote(b.Text):
 		case b.Type == "text":
 			t := strings.Join(strings.Fields(b.Text), " ")
-			if r := []rune(t); len(r) > 80 {
-				t = string(r[:80])
+			if r := []rune(t); len(r) > 200 {
+				t = string(r[:200])
 			}
 			parts = append(parts, "text "+t)
 		case b.Source != nil:
