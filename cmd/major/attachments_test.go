@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -196,8 +195,8 @@ func TestAttachmentsThroughCLI(t *testing.T) {
 		if err != nil || !bytes.Equal(saved, testPNG(t, 600, 200)) {
 			t.Fatalf("the original image is not in the vault: %v", err)
 		}
-		status := gitOut(t, s.env.VaultRoot, "status", "--porcelain", "--", "sebastian/")
-		logged := gitOut(t, s.env.VaultRoot, "log", "--format=%s", "--name-only", "-1")
+		status := gitIn(t, s.env.VaultRoot, "status", "--porcelain", "--", "sebastian/")
+		logged := gitIn(t, s.env.VaultRoot, "log", "--format=%s", "--name-only", "-1")
 		if status != "" || !strings.Contains(logged, "Session "+id) || !strings.Contains(logged, "sebastian/attachments/"+month+"/receipt.pdf") {
 			t.Fatalf("not committed with the turn: status %q, last commit %q", status, logged)
 		}
@@ -310,12 +309,168 @@ func userTurns(tb testing.TB, s *server, id string) int {
 	return n
 }
 
-// gitOut runs git in dir and returns its output, trimmed.
-func gitOut(tb testing.TB, dir string, args ...string) string {
-	tb.Helper()
-	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
-	if err != nil {
-		tb.Fatalf("git %v: %v: %s", args, err, out)
+// TestNotesHistoryAndChangesThroughCLI runs, through the whole server and
+// the sandboxed real CLI:
+//   - a session made with an imported history: the model answers its
+//     first message knowing it, both histories show it first (marked
+//     imported in the rich one), and a malformed one is 400 naming the
+//     entry;
+//   - the notes of two persons: each lists and reads only their own
+//     (another's is 403, a protected name 404), a file has an ETag (304
+//     when it is unchanged), and every file is sent so that it cannot run
+//     in the client's origin (nosniff, a sandboxing CSP, HTML and SVG as
+//     downloads);
+//   - two turns that write notes: the changes list names each turn's
+//     files and commit, a turn's diff shows its lines, and an undo (the
+//     rewind of the second turn) restores the note and is not taken for
+//     the next turn's change.
+func TestNotesHistoryAndChangesThroughCLI(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	c := apiClient(s)
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
 	}
-	return strings.TrimSpace(string(out))
+	var id string
+	step("an imported history is the model's context", func(t *testing.T) {
+		code, out := s.post(t, "sebastian", "/api/claude/sessions", "application/json",
+			[]byte(`{"history":[{"role":"user","content":"My cat is called Tiger."},{"role":"user","content":"x"},{"role":"robot","content":"beep"}]}`))
+		if code != 400 || !strings.Contains(out, `history[2]: role must be \"user\" or \"assistant\"`) {
+			t.Fatalf("malformed history: %d %s", code, out)
+		}
+		code, out = s.post(t, "sebastian", "/api/claude/sessions", "application/json",
+			[]byte(`{"history":[{"role":"user","content":"My cat is called Tiger."},{"role":"assistant","content":"What a fine name."}]}`))
+		var created struct{ ID string }
+		if err := json.Unmarshal([]byte(out), &created); err != nil || code != http.StatusCreated {
+			t.Fatalf("create: %d %s", code, out)
+		}
+		id = created.ID
+		reply := s.chatIn(t, "sebastian", id, "What is my cat called? [[recall]]")
+		if !strings.Contains(reply, "Person: My cat is called Tiger.") || !strings.Contains(reply, "Assistant: What a fine name.") ||
+			!strings.HasSuffix(reply, "| What is my cat called? [[recall]]") {
+			t.Fatalf("the model answered %q", reply)
+		}
+		// Only the first message carries it.
+		if reply := s.chatIn(t, "sebastian", id, "[[recall]]"); strings.Count(reply, "Tiger") != 1 {
+			t.Fatalf("the second turn's model saw %q", reply)
+		}
+		_, hist := c.Call(t, "GET", "/api/claude/history?session_id="+id, "sebastian", nil)
+		msgs := hist["messages"].([]any)
+		if len(msgs) != 6 || msgs[0].(map[string]any)["content"] != "My cat is called Tiger." || msgs[1].(map[string]any)["role"] != "assistant" {
+			t.Fatalf("compat history: %v", msgs)
+		}
+		_, rich := c.Call(t, "GET", "/api/claude/sessions/"+id+"/messages", "sebastian", nil)
+		first := rich["messages"].([]any)[0].(map[string]any)
+		if first["imported"] != true || first["id"] != "imported-1" || rich["messages"].([]any)[2].(map[string]any)["id"] != "turn-1-user" {
+			t.Fatalf("rich history: %v", rich["messages"])
+		}
+	})
+
+	step("each person reads only their own notes", func(t *testing.T) {
+		writeFile(t, filepath.Join(s.env.Vault("sebastian"), "todo.md"), "- call mum\n")
+		writeFile(t, filepath.Join(s.env.Vault("sebastian"), "page.html"), "<script>parent.document.title='pwned'</script>")
+		writeFile(t, filepath.Join(s.env.Vault("sebastian"), "CLAUDE.md"), "secret instructions")
+		writeFile(t, filepath.Join(s.env.Vault("petra"), "diary.md"), "petra's diary")
+		// Committed by hand, so the turns' commits below are their own.
+		gitIn(t, s.env.VaultRoot, "add", "-A")
+		gitIn(t, s.env.VaultRoot, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "notes written by hand")
+		tree := func(person, path string) (int, string) {
+			resp := s.get(t, person, "/api/claude/vault/tree?path="+path)
+			return resp.StatusCode, readAll(t, resp)
+		}
+		if code, out := tree("sebastian", ""); code != 200 || !strings.Contains(out, `"name":"todo.md","type":"file","size":11`) ||
+			strings.Contains(out, "CLAUDE.md") || strings.Contains(out, "diary") {
+			t.Fatalf("sebastian's tree: %d %s", code, out)
+		}
+		if code, out := tree("petra", "."); code != 200 || !strings.Contains(out, "diary.md") || strings.Contains(out, "todo.md") {
+			t.Fatalf("petra's tree: %d %s", code, out)
+		}
+		if code, out := tree("petra", "../sebastian"); code != 403 || !strings.Contains(out, "outside your folder") {
+			t.Fatalf("petra listing sebastian's folder: %d %s", code, out)
+		}
+		resp := s.get(t, "sebastian", "/api/claude/vault/file?path=todo.md")
+		body, etag := readAll(t, resp), resp.Header.Get("ETag")
+		if resp.StatusCode != 200 || body != "- call mum\n" || etag == "" || resp.Header.Get("Content-Type") != "text/markdown; charset=utf-8" {
+			t.Fatalf("file: %d %q %q %v", resp.StatusCode, body, etag, resp.Header)
+		}
+		if resp := s.get(t, "sebastian", "/api/claude/vault/file?path=todo.md", "If-None-Match", etag); resp.StatusCode != 304 {
+			t.Fatalf("unchanged file: %d", resp.StatusCode)
+		}
+		for _, tc := range []struct {
+			person, path string
+			code         int
+		}{
+			{"petra", "../sebastian/todo.md", 403},
+			{"sebastian", "../petra/diary.md", 403},
+			{"sebastian", "CLAUDE.md", 404},
+			{"sebastian", "missing.md", 404},
+		} {
+			resp := s.get(t, tc.person, "/api/claude/vault/file?path="+tc.path)
+			if out := readAll(t, resp); resp.StatusCode != tc.code || strings.Contains(out, "petra's diary") || strings.Contains(out, "secret instructions") {
+				t.Fatalf("%s reading %s: %d %s", tc.person, tc.path, resp.StatusCode, out)
+			}
+		}
+		for path, disposition := range map[string]string{"todo.md": "inline", "page.html": "attachment"} {
+			h := s.get(t, "sebastian", "/api/claude/vault/file?path="+path).Header
+			if h.Get("X-Content-Type-Options") != "nosniff" || !strings.HasPrefix(h.Get("Content-Security-Policy"), "sandbox") ||
+				!strings.HasPrefix(h.Get("Content-Disposition"), disposition) {
+				t.Fatalf("%s is served with %v", path, h)
+			}
+		}
+	})
+
+	note := filepath.Join(s.env.Vault("sebastian"), "notes", "shopping.md")
+	step("each turn's changes and diff", func(t *testing.T) {
+		turn(t, s, id, `[[tool Write {"file_path":"`+note+`","content":"milk\n"}]]`)
+		turn(t, s, id, `[[tool Write {"file_path":"`+note+`","content":"milk\neggs\n"}]]`)
+		_, ch := c.Call(t, "GET", "/api/claude/sessions/"+id+"/changes", "sebastian", nil)
+		turns := ch["turns"].([]any)
+		if len(turns) != 2 {
+			t.Fatalf("changes: %v", ch)
+		}
+		for i, want := range []struct {
+			turn   float64
+			status string
+			ins    float64
+		}{{3, "added", 1}, {4, "modified", 1}} {
+			tc := turns[i].(map[string]any)
+			f := tc["files"].([]any)[0].(map[string]any)
+			if tc["turn"] != want.turn || tc["message_id"] != fmt.Sprintf("turn-%d-user", int(want.turn)) || len(tc["commit"].(string)) != 40 ||
+				f["path"] != "notes/shopping.md" || f["status"] != want.status || f["insertions"] != want.ins {
+				t.Fatalf("turn %d changes: %v", i, tc)
+			}
+		}
+		code, diff := c.Call(t, "GET", "/api/claude/sessions/"+id+"/changes/4", "sebastian", nil)
+		if code != 200 || !strings.Contains(diff["diff"].(string), "--- a/notes/shopping.md\n+++ b/notes/shopping.md") ||
+			!strings.Contains(diff["diff"].(string), "+eggs") {
+			t.Fatalf("diff: %d %v", code, diff)
+		}
+		if code, out := c.Call(t, "GET", "/api/claude/sessions/"+id+"/changes/2", "sebastian", nil); code != 404 {
+			t.Fatalf("a turn without changes: %d %v", code, out)
+		}
+		if resp := s.get(t, "petra", "/api/claude/sessions/"+id+"/changes/4"); resp.StatusCode != 404 {
+			t.Fatalf("another person's session: %d", resp.StatusCode)
+		}
+	})
+
+	step("an undo from the diff restores the note", func(t *testing.T) {
+		code, dry := c.Call(t, "POST", "/api/claude/sessions/"+id+"/rewind", "sebastian", map[string]any{"message_id": "turn-4-user", "dry_run": true})
+		if files, _ := json.Marshal(dry["files"]); code != 200 || string(files) != `["notes/shopping.md"]` {
+			t.Fatalf("dry run: %d %v", code, dry)
+		}
+		if code, done := c.Call(t, "POST", "/api/claude/sessions/"+id+"/rewind", "sebastian", map[string]any{"message_id": "turn-4-user"}); code != 200 {
+			t.Fatalf("undo: %d %v", code, done)
+		}
+		if b, _ := os.ReadFile(note); string(b) != "milk\n" {
+			t.Fatalf("after the undo the note is %q", b)
+		}
+		// The undo's commit is not the next turn's change.
+		s.chatIn(t, "sebastian", id, "[[say thanks]]")
+		_, ch := c.Call(t, "GET", "/api/claude/sessions/"+id+"/changes", "sebastian", nil)
+		if turns := ch["turns"].([]any); len(turns) != 2 {
+			t.Fatalf("changes after the undo: %v", turns)
+		}
+	})
 }
