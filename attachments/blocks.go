@@ -97,7 +97,7 @@ func (s *Store) fileBlocks(person string, f File) ([]json.RawMessage, error) {
 	label := fmt.Sprintf("[Attached file %q (%s, %s), saved in the person's notes at %s]", f.Name, mt, Size(int64(len(data))), f.Path)
 	switch kind {
 	case Image:
-		img, imgType, err := fitImage(data, mt, s.cfg.Limits.ImageEdge)
+		img, imgType, err := fitImage(data, mt, s.cfg.Limits.ImageEdge, maxImageBytes)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %q: %w", ErrMismatch, f.Name, err)
 		}

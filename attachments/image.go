@@ -66,15 +66,15 @@ func checkImage(name, mediaType string, r io.Reader) error {
 }
 
 // fitImage is the image data as the model is sent it: as it is when its
-// sides are at most edge pixels and it is small enough for an image
-// block, otherwise scaled down (keeping its proportions) and encoded as
-// JPEG, or PNG when it has transparency.
-func fitImage(data []byte, mediaType string, edge int) ([]byte, string, error) {
+// sides are at most edge pixels and it has at most maxBytes
+// (maxImageBytes for an image block), otherwise scaled down (keeping its
+// proportions) and encoded as JPEG, or PNG when it has transparency.
+func fitImage(data []byte, mediaType string, edge, maxBytes int) ([]byte, string, error) {
 	cfg, err := config(mediaType, bytes.NewReader(data))
 	if err != nil {
 		return nil, "", err
 	}
-	if cfg.Width <= edge && cfg.Height <= edge && len(data) <= maxImageBytes {
+	if cfg.Width <= edge && cfg.Height <= edge && len(data) <= maxBytes {
 		return data, mediaType, nil
 	}
 	if int64(cfg.Width)*int64(cfg.Height) > maxPixels {
@@ -101,12 +101,12 @@ func fitImage(data []byte, mediaType string, edge int) ([]byte, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		if buf.Len() <= maxImageBytes {
+		if buf.Len() <= maxBytes {
 			return buf.Bytes(), outType, nil
 		}
 		edge = max(w, h) * 3 / 4
 	}
-	return nil, "", fmt.Errorf("%w: the image stays over %d bytes when scaled down", ErrTooLarge, maxImageBytes)
+	return nil, "", fmt.Errorf("%w: the image stays over %d bytes when scaled down", ErrTooLarge, maxBytes)
 }
 
 // fit is w×h scaled down so that neither side is over edge.
