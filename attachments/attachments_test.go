@@ -205,8 +205,21 @@ func TestUploadRefusals(t *testing.T) {
 			if f := files(t, root); len(f) != 0 {
 				t.Fatalf("after Discard the vault holds %q", f)
 			}
+			if _, err := os.Stat(filepath.Join(root, "sebastian", Dir)); !os.IsNotExist(err) {
+				t.Fatalf("after Discard the attachments folder is still there: %v", err)
+			}
 		})
 	}
+	t.Run("a first upload refused makes no folder", func(t *testing.T) {
+		s, root := newStore(t, lim)
+		u := s.Begin(context.Background(), "sebastian")
+		if _, err := u.Add("x.pdf", "application/pdf", strings.NewReader("text")); !errors.Is(err, ErrMismatch) {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(root, "sebastian", Dir)); !os.IsNotExist(err) {
+			t.Fatalf("a refused upload left the attachments folder: %v", err)
+		}
+	})
 	t.Run("too many", func(t *testing.T) {
 		s, _ := newStore(t, lim)
 		u := s.Begin(context.Background(), "sebastian")

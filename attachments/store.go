@@ -164,6 +164,16 @@ type Upload struct {
 	files  []File
 	bytes  int64
 	done   bool
+	// made are the folders the upload made, outermost first: removed
+	// again, when empty, if it saves nothing.
+	made []string
+}
+
+// removeFolders removes the folders the upload made if they are empty.
+func (u *Upload) removeFolders(root *os.Root) {
+	for i := len(u.made) - 1; i >= 0; i-- {
+		_ = root.Remove(u.made[i]) // fails, as it should, when not empty
+	}
 }
 
 // Begin starts the upload of one request's files for person.
@@ -192,6 +202,11 @@ func (u *Upload) Add(name, declared string, r io.Reader) (File, error) {
 	}
 	defer root.Close()
 	month := path.Join(Dir, u.s.cfg.Now().UTC().Format("2006-01"))
+	for _, d := range []string{Dir, month} {
+		if _, err := root.Lstat(d); errors.Is(err, fs.ErrNotExist) {
+			u.made = append(u.made, d)
+		}
+	}
 	if err := root.MkdirAll(month, 0o755); err != nil {
 		return File{}, fmt.Errorf("make %s: %w", month, err)
 	}
@@ -219,6 +234,7 @@ func (u *Upload) Add(name, declared string, r io.Reader) (File, error) {
 	}
 	_ = root.Remove(temp)
 	if err != nil {
+		u.removeFolders(root)
 		return File{}, err
 	}
 	file.ID = id
@@ -305,7 +321,7 @@ func (u *Upload) Discard() {
 		return
 	}
 	u.done = true
-	if len(u.files) == 0 {
+	if len(u.files) == 0 && len(u.made) == 0 {
 		return
 	}
 	root, err := u.s.root(u.person)
@@ -317,6 +333,7 @@ func (u *Upload) Discard() {
 		_ = root.Remove(f.Path)
 	}
 	u.files = nil
+	u.removeFolders(root)
 }
 
 // Lookup is the files uploaded ahead with these ids, in order.

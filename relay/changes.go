@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/vault"
@@ -24,7 +25,8 @@ import (
 type Commits interface {
 	// SessionHead is the newest commit whose message names the session,
 	// "" when there is none.
-	SessionHead(ctx context.Context, sessionID string) (string, error)
+	// (made since the session's start).
+	SessionHead(ctx context.Context, sessionID string, since time.Time) (string, error)
 	// CommitFiles lists what commit changed in person's folder, and
 	// CommitDiff is its diff there.
 	CommitFiles(ctx context.Context, person, commit string) ([]vault.FileChange, error)
@@ -79,7 +81,7 @@ func (r *Registry) newCommit(ctx context.Context, c *Session) string {
 	if r.cfg.Commits == nil {
 		return ""
 	}
-	head, err := r.cfg.Commits.SessionHead(ctx, c.ID)
+	head, err := r.cfg.Commits.SessionHead(ctx, c.ID, c.Created)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("read the session's commits")
 		return ""

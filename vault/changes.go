@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // FileChange is one file a commit changed in a person's folder, relative
@@ -28,13 +29,20 @@ var commitID = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 const MaxDiff = 2 << 20
 
 // SessionHead is the newest commit whose message names sessionID (the
-// commits a session's turn ends and rewinds make), "" when there is none.
-// It reads objects only, so it does not wait for the sync queue.
-func (g *GitSync) SessionHead(ctx context.Context, sessionID string) (string, error) {
+// commits a session's turn ends and rewinds make) among those made since
+// (the session's start: git stops walking the history there, so a session
+// without commits does not cost a walk of all of it), "" when there is
+// none. It reads objects only, so it does not wait for the sync queue.
+func (g *GitSync) SessionHead(ctx context.Context, sessionID string, since time.Time) (string, error) {
 	if strings.ContainsAny(sessionID, "\n\r") || sessionID == "" {
 		return "", fmt.Errorf("session id %q cannot name commits", sessionID)
 	}
-	out, err := g.git(ctx, "log", "-1", "--format=%H", "--fixed-strings", "--grep=Session "+sessionID+":", "HEAD", "--")
+	args := []string{"log", "-1", "--format=%H", "--fixed-strings", "--grep=Session " + sessionID + ":"}
+	if !since.IsZero() {
+		// A minute of slack for clocks that step back.
+		args = append(args, "--since="+strconv.FormatInt(since.Add(-time.Minute).Unix(), 10))
+	}
+	out, err := g.git(ctx, append(args, "HEAD", "--")...)
 	if err != nil {
 		if isExit(err, 128) {
 			return "", nil // no commit at all yet

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/majorhq/major/vault"
 )
@@ -95,7 +96,7 @@ func TestCommitFilesAndDiff(t *testing.T) {
 	root := newRepo(t)
 	g := newGitSync(t, vault.GitConfig{Root: root})
 	ctx := context.Background()
-	if head, err := g.SessionHead(ctx, "s1"); err != nil || head != "" {
+	if head, err := g.SessionHead(ctx, "s1", time.Time{}); err != nil || head != "" {
 		t.Fatalf("no commit yet: %q %v", head, err)
 	}
 	writeFile(t, filepath.Join(root, "sebastian/old.md"), "one\ntwo\n")
@@ -113,12 +114,15 @@ func TestCommitFilesAndDiff(t *testing.T) {
 	if err := g.Commit(ctx, "Session s1: changes", "sebastian/", "petra/"); err != nil {
 		t.Fatal(err)
 	}
-	head, err := g.SessionHead(ctx, "s1")
+	head, err := g.SessionHead(ctx, "s1", time.Now().Add(-time.Hour))
 	if err != nil || len(head) != 40 {
 		t.Fatalf("head %q %v", head, err)
 	}
-	if other, _ := g.SessionHead(ctx, "s0"); other == head || other == "" {
+	if other, _ := g.SessionHead(ctx, "s0", time.Time{}); other == head || other == "" {
 		t.Fatalf("s0's head %q", other)
+	}
+	if later, _ := g.SessionHead(ctx, "s1", time.Now().Add(time.Hour)); later != "" {
+		t.Fatalf("a session started after the commit has head %q", later)
 	}
 	files, err := g.CommitFiles(ctx, "sebastian", head)
 	if err != nil {
