@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -137,12 +138,16 @@ type (
 	}
 	// TurnStart opens a turn with the person's message. The CLI's
 	// ids are for rewinding: its id of the message, and of the last entry
-	// of the conversation before it.
+	// of the conversation before it. Attachments are the files the
+	// message carried and Notes the notes attached to it (paths in the
+	// person's folder).
 	TurnStart struct {
-		Type         string `json:"type"`
-		Message      string `json:"message"`
-		CLIMessageID string `json:"cli_message_id,omitempty"`
-		CLIParentID  string `json:"cli_parent_id,omitempty"`
+		Type         string             `json:"type"`
+		Message      string             `json:"message"`
+		CLIMessageID string             `json:"cli_message_id,omitempty"`
+		CLIParentID  string             `json:"cli_parent_id,omitempty"`
+		Attachments  []attachments.File `json:"attachments,omitempty"`
+		Notes        []string           `json:"notes,omitempty"`
 	}
 	// Settings is the session's settings after a change, by a
 	// person or by the CLI (plan mode ends when a plan is approved).
@@ -179,6 +184,9 @@ type (
 		Turn         int      `json:"turn"`
 		Files        []string `json:"files"`
 		Conversation bool     `json:"conversation"`
+		// Commit is the session's newest commit after the rewind (its
+		// restore's, when the rewind committed one).
+		Commit string `json:"commit,omitempty"`
 	}
 	// ToolResult is what a tool call (the tool event with the same
 	// id) returned, as text.

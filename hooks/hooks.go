@@ -212,6 +212,15 @@ func toolUseID(req *supervisor.ControlRequest, in supervisor.HookInput) string {
 	return req.ToolUseID
 }
 
+// Wrote records that something other than a tool wrote into the folder
+// for session sessionID's turn (the files its message carried): the
+// turn's end looks for changes even if no tool ran.
+func (h *Hooks) Wrote(sessionID string) {
+	h.mu.Lock()
+	h.calls[sessionID]++
+	h.mu.Unlock()
+}
+
 // CommitTurn commits what a turn changed in person's vault, and only there,
 // naming the session; a turn that changed nothing commits nothing, and one
 // in which no tool ran does not ask git. Callers

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,13 +119,13 @@ func FuzzChatEncodings(f *testing.F) {
 			if err := decodeBody(r, DefaultMaxBody, &got); err != nil {
 				t.Fatalf("%s: %v", enc.ctype, err)
 			}
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s: decoded %+v, want %+v", enc.ctype, got, want)
 			}
 			// With no content type the server sniffs the encoding.
 			r = httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(enc.body))
 			got = chatRequest{}
-			if err := decodeBody(r, DefaultMaxBody, &got); err != nil || got != want {
+			if err := decodeBody(r, DefaultMaxBody, &got); err != nil || !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s sniffed: %+v, %v; want %+v", enc.ctype, got, err, want)
 			}
 		}

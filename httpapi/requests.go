@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/majorhq/major/attachments"
 )
 
 // DefaultMaxBody is the largest request body accepted (1 MiB): far above
@@ -85,24 +87,63 @@ func formBool(vals url.Values, key string) (bool, error) {
 }
 
 // chatRequest is the body of chat-stream, chat and the messages endpoint.
+// Attachments are the ids of files uploaded ahead, Attach the paths of
+// notes to attach (attachments.go).
 type chatRequest struct {
-	Message     string `json:"message"`
-	SessionID   string `json:"session_id"`
-	Interactive bool   `json:"interactive"`
+	Message     string   `json:"message"`
+	SessionID   string   `json:"session_id"`
+	Interactive bool     `json:"interactive"`
+	Attachments []string `json:"attachments"`
+	Attach      []string `json:"attach"`
+
+	// files counts the files of a multipart body.
+	files int
 }
 
 func (r *chatRequest) fromForm(v url.Values) (err error) {
 	r.Message, r.SessionID = v.Get("message"), v.Get("session_id")
+	r.Attachments, r.Attach = formList(v, "attachments"), formList(v, "attach")
 	r.Interactive, err = formBool(v, "interactive")
 	return err
 }
 
 func (r *chatRequest) validate() error {
-	if strings.TrimSpace(r.Message) == "" {
+	if strings.TrimSpace(r.Message) == "" && r.files == 0 && len(r.Attachments) == 0 && len(r.Attach) == 0 {
 		return badRequest("message is required and must not be empty")
 	}
 	return nil
 }
+
+// formList is a form's comma-separated list (possibly given in several
+// fields), without empty items.
+func formList(vals url.Values, key string) []string {
+	var out []string
+	for _, v := range vals[key] {
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
+		}
+	}
+	return out
+}
+
+// createRequest is the body of a new session: an optional conversation
+// to continue (a list in JSON, a JSON list in a form's history field).
+type createRequest struct {
+	History []attachments.HistoryEntry `json:"history"`
+}
+
+func (r *createRequest) fromForm(v url.Values) error {
+	if s := v.Get("history"); s != "" {
+		if err := json.Unmarshal([]byte(s), &r.History); err != nil {
+			return badRequest("%v: history must be a JSON list of {role, content}: %v", attachments.ErrBadHistory, err)
+		}
+	}
+	return nil
+}
+
+func (r *createRequest) validate() error { return attachments.CheckHistory(r.History) }
 
 // clearRequest is the body of clear.
 type clearRequest struct {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
@@ -55,6 +57,11 @@ type Config struct {
 	// terminal, whose shell nothing else would hold, is refused with it
 	// (503).
 	Unsandboxed string
+	// Attachments, when set, takes the files messages carry and the
+	// notes they attach; without it a message carries text only.
+	Attachments *attachments.Store
+	// Vault, when set, serves the persons' notes read-only (vault.go).
+	Vault *vault.Guard
 	// Done is closed when the server shuts down; streams end then.
 	Done <-chan struct{}
 }
@@ -124,6 +131,11 @@ func NewServer(cfg Config) *Server {
 	api.POST("/sessions/:id/rewind", s.rewind)
 	api.GET("/usage", s.usage)
 	api.GET("/sessions/:id/terminal", s.terminal)
+	api.POST("/sessions/:id/attachments", s.uploadAttachments)
+	api.GET("/sessions/:id/changes", s.changes)
+	api.GET("/sessions/:id/changes/:turn", s.turnDiff)
+	api.GET("/vault/tree", s.vaultTree)
+	api.GET("/vault/file", s.vaultFile)
 
 	if cfg.MCP != nil {
 		mcp := func(c *gin.Context) {
@@ -208,6 +220,18 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		status, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, vault.ErrOutsideVault):
 		status, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, vault.ErrOutsideFolder), errors.Is(err, vault.ErrProtectedName):
+		status, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, fs.ErrNotExist):
+		status, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, attachments.ErrTooLarge), errors.Is(err, attachments.ErrTooMany):
+		status, msg = http.StatusRequestEntityTooLarge, err.Error()
+	case errors.Is(err, attachments.ErrBadName), errors.Is(err, attachments.ErrMismatch), errors.Is(err, attachments.ErrCutOff),
+		errors.Is(err, attachments.ErrUnknown), errors.Is(err, attachments.ErrBadNote), errors.Is(err, attachments.ErrBadHistory),
+		errors.Is(err, vault.ErrNotFile), errors.Is(err, vault.ErrNotFolder):
+		status, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, relay.ErrNoChanges):
+		status, msg = http.StatusNotFound, err.Error()
 	case errors.Is(err, relay.ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, supervisor.ErrPersonBusy):
 		status, msg = http.StatusServiceUnavailable, err.Error()
 		retryAfter = "5"
@@ -340,20 +364,23 @@ func (s *Server) bind(c *gin.Context, req validated) bool {
 // once), until detach is called.
 func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t *relay.Ticket, req chatRequest, detach func(), ok bool) {
 	detach = func() {}
-	if !s.bind(c, &req) {
+	msg, ok := s.bindMessage(c, &req)
+	if !ok {
 		return nil, nil, req, detach, false
 	}
 	person := personOf(c)
 	chat, err := s.cfg.Registry.Get(req.SessionID, person)
 	opened := err != nil
 	if opened {
-		if prev, t := s.cfg.Registry.ResendTarget(person, req.Message); t != nil {
+		if prev, t := s.cfg.Registry.ResendTarget(person, req.Message, msg.attached.Content.Digest); t != nil {
+			msg.settle(t)
 			if attach && req.Interactive {
 				detach = prev.AttachInteractive()
 			}
 			return prev, t, req, detach, true
 		}
 		if chat, err = s.cfg.Registry.GetOrCreate("", person); err != nil {
+			msg.settle(nil)
 			s.fail(c, err)
 			return nil, nil, req, detach, false
 		}
@@ -361,7 +388,8 @@ func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t
 	if attach && req.Interactive {
 		detach = chat.AttachInteractive()
 	}
-	t, err = s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened})
+	t, err = s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened, Attached: msg.attached})
+	msg.settle(t)
 	if err != nil {
 		detach()
 		s.fail(c, err)
@@ -532,7 +560,21 @@ func (s *Server) listSessions(c *gin.Context) {
 }
 
 func (s *Server) createSession(c *gin.Context) {
-	chat, err := s.cfg.Registry.GetOrCreate("", personOf(c))
+	var req createRequest
+	if c.Request.ContentLength != 0 {
+		if err := decodeBody(c.Request, s.cfg.MaxBody, &req); err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.msg != "request body is empty" {
+				s.fail(c, err)
+				return
+			}
+		}
+		if err := req.validate(); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	chat, err := s.cfg.Registry.CreateWithHistory(personOf(c), req.History)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -660,16 +702,19 @@ func (s *Server) postMessage(c *gin.Context) {
 		return
 	}
 	var req chatRequest
-	if !s.bind(c, &req) {
+	msg, ok := s.bindMessage(c, &req)
+	if !ok {
 		return
 	}
 	// Over budget now: refused at once, never queued.
 	if err := s.cfg.Registry.Admit(chat, req.Message); err != nil {
+		msg.settle(nil)
 		s.fail(c, err)
 		return
 	}
 	seq := chat.Stream().Seq()
-	t, err := s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{})
+	t, err := s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{Attached: msg.attached})
+	msg.settle(t)
 	if err != nil {
 		s.fail(c, err)
 		return

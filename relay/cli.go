@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/majorhq/major/supervisor"
 )
@@ -15,6 +16,10 @@ type CLI interface {
 	// follow), or with the error why it never started
 	// (supervisor.ErrBusy if a turn runs). The turn then ends once.
 	Send(ctx context.Context, text string) error
+	// SendContent is Send for a message with content blocks (images,
+	// documents, attached notes, an imported conversation) before its
+	// text; the turn's start names only the text.
+	SendContent(ctx context.Context, text string, blocks []json.RawMessage) error
 	// Interrupt stops the running turn; supervisor.ErrNotRunning if none,
 	// and then the end of every turn it ran is published.
 	Interrupt(ctx context.Context) error

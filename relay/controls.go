@@ -239,6 +239,7 @@ var ErrNoCheckpoint = errors.New("there is no file checkpoint for that message")
 // while a turn runs or messages wait.
 func (r *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (RewindResult, error) {
 	res := RewindResult{MessageID: req.MessageID, DryRun: req.DryRun, Files: []string{}, Conversation: req.Conversation}
+	var commit string
 	turn, ok := userTurn(req.MessageID)
 	if !ok {
 		return res, badSetting("message_id must be the id of one of your messages (turn-N-user)")
@@ -293,6 +294,8 @@ func (r *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 			if r.cfg.Rewound != nil {
 				res.Status = r.cfg.Rewound(ctx, c.Person, c.ID, req.MessageID)
 			}
+			// The restore's commit is the rewind's, not the next turn's.
+			commit = r.newCommit(ctx, c)
 		}
 	}
 	if req.Conversation && !req.DryRun {
@@ -310,7 +313,7 @@ func (r *Registry) Rewind(ctx context.Context, c *Session, req RewindRequest) (R
 	if !req.DryRun {
 		c.mu.Lock()
 		if e := c.stream.publishJSON(clientevent.Rewound{Type: "rewound", MessageID: req.MessageID, Turn: turn, Files: res.Files,
-			Conversation: req.Conversation}, false, false); e != nil {
+			Conversation: req.Conversation, Commit: commit}, false, false); e != nil {
 			c.observeLocked(e, nil)
 		}
 		c.persistLocked()

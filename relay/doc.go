@@ -6,7 +6,12 @@
 // controls (settings, fork, rewind), the limits (against the usage
 // package's ledger of what each person spent), what a session keeps on
 // disk (its index entry, which events a compaction keeps, expiry; the
-// files themselves are package sessionstore's), and the metrics.
+// files themselves are package sessionstore's), what a message carries
+// besides its text on its way to the CLI (files, attached notes, an
+// imported conversation; the blocks are package attachments'), what each
+// turn changed in the person's notes (read from the turn-end commits
+// through the Commits interface, never under Session.mu), and the
+// metrics.
 //
 // A chat drives its CLI through the CLI interface, which
 // supervisor.CLI satisfies; relaytest fakes it. relay knows nothing of

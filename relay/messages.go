@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/clientevent"
 )
 
@@ -20,6 +21,13 @@ type RichMessage struct {
 	Turn int    `json:"turn"`
 	// Rewound marks a message the conversation was rewound to before.
 	Rewound bool `json:"rewound,omitempty"`
+	// Imported marks a message of a conversation imported when the
+	// session was made (turn 0, id imported-N).
+	Imported bool `json:"imported,omitempty"`
+	// Attachments are the files the person's message carried, and Notes
+	// the notes attached to it.
+	Attachments []attachments.File `json:"attachments,omitempty"`
+	Notes       []string           `json:"notes,omitempty"`
 	// Content is the whole text: the person's message, or every text
 	// the assistant wrote in the turn.
 	Content string `json:"content"`
@@ -62,6 +70,14 @@ func (c *Session) Messages() []RichMessage {
 	for _, ev := range c.stream.Events(0) {
 		switch ev.Type {
 		case "turn_start", "text", "tool", "tool_result", "done", "error":
+		case "imported":
+			var e importedEvent
+			if json.Unmarshal(ev.Line, &e) == nil {
+				for _, m := range e.Messages {
+					out = append(out, RichMessage{ID: "imported-" + strconv.Itoa(len(out)+1), Role: m.Role, Content: m.Content, Imported: true})
+				}
+			}
+			continue
 		case "rewound":
 			// The conversation went back to before that turn: what came
 			// after stays readable, marked.
@@ -92,6 +108,9 @@ func (c *Session) Messages() []RichMessage {
 			Kind       string          `json:"kind"`
 			Status     int             `json:"status"`
 			RetryAfter int             `json:"retry_after"`
+			// turn_start's
+			Attachments []attachments.File `json:"attachments"`
+			Notes       []string           `json:"notes"`
 		}
 		if json.Unmarshal(ev.Line, &e) != nil {
 			continue
@@ -99,7 +118,7 @@ func (c *Session) Messages() []RichMessage {
 		if ev.Type == "turn_start" {
 			n := strconv.Itoa(ev.Turn)
 			out = append(out,
-				RichMessage{ID: "turn-" + n + "-user", Role: "user", Turn: ev.Turn, Content: e.Message},
+				RichMessage{ID: "turn-" + n + "-user", Role: "user", Turn: ev.Turn, Content: e.Message, Attachments: e.Attachments, Notes: e.Notes},
 				RichMessage{ID: "turn-" + n + "-assistant", Role: "assistant", Turn: ev.Turn, Outcome: "running"})
 			cur = len(out) - 1
 			continue

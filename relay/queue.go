@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/supervisor"
 )
@@ -55,6 +56,9 @@ type Ticket struct {
 	// the message: only those can the message decide.
 	draftsSeen uint64
 
+	// attached is what the message carries besides its text.
+	attached Attached
+
 	stream    bool // sent by a chat-stream, which delivers its answer
 	opened    bool // sent without a known session id: it opened the session
 	announced bool // it waited: the session's events show it queued
@@ -99,6 +103,9 @@ func newTicket(message string, now time.Time) *Ticket {
 	return &Ticket{ID: uuid.NewString(), Message: message, Accepted: now,
 		started: make(chan struct{}), slotWait: make(chan struct{})}
 }
+
+// Files are the files the message carries.
+func (t *Ticket) Files() []attachments.File { return t.attached.Files }
 
 // Started is closed when the message's turn has started or it never will;
 // Err then says which.
@@ -165,15 +172,18 @@ type SubmitOptions struct {
 	Stream bool
 	// Opened: the request named no session of the person's.
 	Opened bool
+	// Attached is what the message carries besides its text.
+	Attached Attached
 }
 
-// resendOf finds the message text is a resend of: the running or a
-// waiting message with that text, or a finished one whose answer no
-// stream delivered, within resendWindow. openedOnly limits it to messages
-// that opened their session. c.mu is held.
-func (q *turnQueue) resendOf(text string, openedOnly bool, now time.Time) *Ticket {
+// resendOf finds the message text (carrying content with digest) is a
+// resend of: the running or a waiting message with that text and
+// content, or a finished one whose answer no stream delivered, within
+// resendWindow. openedOnly limits it to messages that opened their
+// session. c.mu is held.
+func (q *turnQueue) resendOf(text, digest string, openedOnly bool, now time.Time) *Ticket {
 	match := func(t *Ticket) bool {
-		return t.Message == text && t.err == nil && (!openedOnly || t.opened)
+		return t.Message == text && t.attached.Content.Digest == digest && t.err == nil && (!openedOnly || t.opened)
 	}
 	for _, t := range q.sent {
 		if match(t) {
@@ -204,12 +214,12 @@ func (c *Session) submit(text string, o SubmitOptions, now time.Time) (t *Ticket
 	}
 	q := &c.queue
 	if o.Stream {
-		if t := q.resendOf(text, false, now); t != nil {
+		if t := q.resendOf(text, o.Attached.Content.Digest, false, now); t != nil {
 			return t, false, nil
 		}
 	}
 	t = newTicket(text, now)
-	t.stream, t.opened = o.Stream, o.Opened
+	t.stream, t.opened, t.attached = o.Stream, o.Opened, o.Attached
 	c.drafts.mu.Lock()
 	t.draftsSeen = c.drafts.made
 	c.drafts.mu.Unlock()
@@ -227,12 +237,12 @@ func (c *Session) submit(text string, o SubmitOptions, now time.Time) (t *Ticket
 	return t, false, nil
 }
 
-// resendTarget is the message text repeats among those that opened a
-// session of this chat, or nil.
-func (c *Session) resendTarget(text string, now time.Time) *Ticket {
+// resendTarget is the message text (with content of that digest)
+// repeats among those that opened a session of this chat, or nil.
+func (c *Session) resendTarget(text, digest string, now time.Time) *Ticket {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.queue.resendOf(text, true, now)
+	return c.queue.resendOf(text, digest, true, now)
 }
 
 // queueSeesLocked updates the queue for an event of the session as it
@@ -480,16 +490,17 @@ func (r *Registry) Submit(c *Session, text string, o SubmitOptions) (*Ticket, er
 }
 
 // ResendTarget finds, among the person's sessions, a message with this
-// text that opened its session and is still running, waiting, or finished
-// without its answer delivered: a client that lost its connection before
-// it learnt the session id sends it again without one.
-func (r *Registry) ResendTarget(person, text string) (*Session, *Ticket) {
+// text (and content of this digest, "" for none) that opened its session
+// and is still running, waiting, or finished without its answer
+// delivered: a client that lost its connection before it learnt the
+// session id sends it again without one.
+func (r *Registry) ResendTarget(person, text, digest string) (*Session, *Ticket) {
 	chats := r.sessionsOf(person)
 	now := r.cfg.Now()
 	var best *Session
 	var found *Ticket
 	for _, c := range chats {
-		if t := c.resendTarget(text, now); t != nil && (found == nil || t.Accepted.After(found.Accepted)) {
+		if t := c.resendTarget(text, digest, now); t != nil && (found == nil || t.Accepted.After(found.Accepted)) {
 			best, found = c, t
 		}
 	}
@@ -515,7 +526,7 @@ func (r *Registry) dispatch(c *Session, t *Ticket) {
 		// An interrupt that ends a draft's turn must not reach this one.
 		c.waitDraftStop()
 		for t != nil {
-			t = c.sent(t, r.Send(c.ctx, c, t.Message))
+			t = c.sent(t, r.sendTicket(c.ctx, c, t))
 		}
 	}()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
@@ -137,6 +138,13 @@ type RegistryConfig struct {
 	// Rewound, when set, runs after a rewind restored files (to commit
 	// them); what it returns is the rewind's status for the person.
 	Rewound func(ctx context.Context, person, sessionID, messageID string) (status string)
+	// Commits, when set, reads the commits turn ends make, for what each
+	// turn changed (changes.go).
+	Commits Commits
+	// Wrote, when set, is told of a turn whose message carried files the
+	// server saved in the person's folder: its end must commit them
+	// even if no tool of the turn ran.
+	Wrote func(sessionID string)
 	// Limits are each person's budgets and turn bound; nil: none.
 	Limits func(person string) Limits
 	// Metered says that every model request's cost reaches the registry
@@ -287,6 +295,11 @@ type Session struct {
 	setMu sync.Mutex
 	// terminal: the conversation is open in a terminal (see terminal.go).
 	terminal bool
+	// imported is a conversation imported when the session was made
+	// (attached.go); lastCommit the session's newest commit known, so a
+	// turn's end tells its own (changes.go).
+	imported   []attachments.HistoryEntry
+	lastCommit string
 	// onTurnEnd starts the turn-end hook for a turn-end event and reports
 	// whether it did (nil: there is none). While it runs, the session's
 	// events wait in held, in order: the CLI's, and those a request of
@@ -369,18 +382,31 @@ func (c *Session) publishInOrderLocked(body clientevent.Body, then func(*Event))
 	publish()
 }
 
+// turnEnding is what a turn-end hook found: a status for the person, and
+// what the turn changed in their notes (nil: nothing).
+type turnEnding struct {
+	status  string
+	changes clientevent.Body
+}
+
 // finishTurn runs the turn-end hook for end (a turn-end event), publishes
-// its status and then end, and then the events held meanwhile; a turn end
-// among them runs the hook again. It runs in its own goroutine, owned by
-// Sessions. While it holds c.mu it publishes in order itself, so ending
-// is cleared then.
-func (c *Session) finishTurn(end supervisor.Event, hook func() string) {
+// its status, its changes and then end, and then the events held
+// meanwhile; a turn end among them runs the hook again. It runs in its
+// own goroutine, owned by Sessions. While it holds c.mu it publishes in
+// order itself, so ending is cleared then.
+func (c *Session) finishTurn(end supervisor.Event, hook func() turnEnding) {
 	for {
-		status := hook()
+		ending := hook()
 		c.mu.Lock()
 		held := c.held.release()
-		if status != "" {
-			c.applyLocked(supervisor.Event{Kind: supervisor.EventNotice, Text: status, Time: time.Now()})
+		if ending.status != "" {
+			c.applyLocked(supervisor.Event{Kind: supervisor.EventNotice, Text: ending.status, Time: time.Now()})
+		}
+		if ending.changes != nil {
+			c.flushTextLocked()
+			if e := c.stream.publishJSON(ending.changes, false, false); e != nil {
+				c.observeLocked(e, ending.changes)
+			}
 		}
 		c.applyLocked(end)
 		next := -1
@@ -436,6 +462,9 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 			// CLI saw an API error, the person reads which budget.
 			f.Message, f.Kind, f.Status, f.RetryAfter = c.refused.Error(), clientevent.KindBudget, 0, 0
 			o.Body = f
+		}
+		if start, ok := o.Body.(clientevent.TurnStart); ok {
+			o.Body = c.withAttachedLocked(start)
 		}
 		if len(o.Withheld) > 0 {
 			c.log.Warn().Str("cli_type", ev.Msg.Type).Str("cli_subtype", ev.Msg.Subtype).Strs("upstream", o.Withheld).
@@ -524,6 +553,15 @@ func (c *Session) observeLocked(ev *Event, body clientevent.Body) {
 		}
 		c.title = clientevent.OneLine(e.Message, 80)
 	}
+	switch ev.Type {
+	case "imported":
+		// What the first message carries to the model.
+		var e importedEvent
+		_ = json.Unmarshal(ev.Line, &e)
+		c.imported = e.Messages
+	case "changes", "rewound":
+		c.noteCommitLocked(ev, body)
+	}
 	if c.hist != nil {
 		c.hist.observe(ev, body)
 	}
@@ -541,6 +579,12 @@ type chatHistory struct {
 // Session.observe.
 func (h *chatHistory) observe(ev *Event, body clientevent.Body) {
 	switch {
+	case ev.Type == "imported":
+		var e importedEvent
+		_ = json.Unmarshal(ev.Line, &e)
+		for _, m := range e.Messages {
+			h.messages = append(h.messages, ChatMessage{Role: m.Role, Content: m.Content})
+		}
 	case ev.Type == "rewound":
 		e, ok := body.(clientevent.Rewound)
 		if !ok {
@@ -558,7 +602,7 @@ func (h *chatHistory) observe(ev *Event, body clientevent.Body) {
 			h.at = map[int]int{}
 		}
 		h.at[ev.Turn] = len(h.messages)
-		h.messages = append(h.messages, ChatMessage{Role: "user", Content: e.Message})
+		h.messages = append(h.messages, ChatMessage{Role: "user", Content: compatUserContent(e.Message, e.Attachments)})
 		h.turnText.Reset()
 	case ev.Type == "text":
 		e, ok := body.(clientevent.Text)
@@ -755,10 +799,11 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 	}
 	c.tr.Restore(m.SpentUSD, m.LastEntry)
 	if hook := r.cfg.TurnEnd; hook != nil {
-		run := func() string {
+		run := func() turnEnding {
 			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.TurnEndTimeout)
 			defer cancel()
-			return hook(ctx, m.Person, m.ID)
+			status := hook(ctx, m.Person, m.ID)
+			return turnEnding{status: status, changes: r.turnChanges(ctx, c)}
 		}
 		c.onTurnEnd = func(end supervisor.Event) bool {
 			r.endMu.Lock()
@@ -991,6 +1036,11 @@ func (r *Registry) counts() (sessions, subscribers int) {
 
 // Send starts a turn in chat, unless the server is shutting down.
 func (r *Registry) Send(ctx context.Context, c *Session, text string) error {
+	return r.sendContent(ctx, c, text, nil)
+}
+
+// sendContent is Send for a message with content blocks before its text.
+func (r *Registry) sendContent(ctx context.Context, c *Session, text string, blocks []json.RawMessage) error {
 	r.mu.Lock()
 	down := r.shutdown
 	r.mu.Unlock()
@@ -1004,6 +1054,9 @@ func (r *Registry) Send(ctx context.Context, c *Session, text string) error {
 		return err
 	}
 	c.cli.SetLimits(budget, turns)
+	if len(blocks) > 0 {
+		return c.cli.SendContent(ctx, text, blocks)
+	}
 	return c.cli.Send(ctx, text)
 }
 

@@ -42,6 +42,19 @@ type Block struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
+	// Source is an image's or a document's data, and Title a
+	// document's name.
+	Source *Source `json:"source,omitempty"`
+	Title  string  `json:"title,omitempty"`
+}
+
+// Source is where an image or document block's content is: base64 data
+// of a media type (or a URL, or text, as the API also takes).
+type Source struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
 }
 
 // UnmarshalJSON accepts content as a plain string or as a list of blocks.
@@ -120,7 +133,7 @@ func (r Request) UserTexts() []string {
 			continue
 		}
 		for _, b := range m.Content {
-			if b.Type == "text" && !strings.HasPrefix(b.Text, "<system-reminder>") {
+			if b.Type == "text" && !cliNote(b.Text) {
 				out = append(out, b.Text)
 			}
 		}
@@ -128,15 +141,24 @@ func (r Request) UserTexts() []string {
 	return out
 }
 
-// LastUserText is the last text the person typed, or "".
+// LastUserText is the last text the person typed, or "": the last text
+// block of the last user message, but for the CLI's own reminders and
+// its notes on where it saved an image it was sent.
 func (r Request) LastUserText() string {
 	var last string
 	for _, b := range r.LastUser().Content {
-		if b.Type == "text" && !strings.HasPrefix(b.Text, "<system-reminder>") {
+		if b.Type == "text" && !cliNote(b.Text) {
 			last = b.Text
 		}
 	}
 	return last
+}
+
+// cliNote reports whether a text block is one the CLI adds to a user
+// message itself: a system reminder, or where it saved an image of the
+// message ("[Image: source: /tmp/...]").
+func cliNote(text string) bool {
+	return strings.HasPrefix(text, "<system-reminder>") || strings.HasPrefix(text, "[Image: source: ")
 }
 
 // HasTool reports whether the request offers the named tool.

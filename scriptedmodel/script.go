@@ -1,6 +1,7 @@
 package scriptedmodel
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -17,6 +18,8 @@ import (
 //	[[slow N MS]]           stream N "tick " deltas, MS milliseconds apart
 //	[[big N]]               answer N bytes of text
 //	[[recall]]              list every message the person sent, in order
+//	[[blocks]]              describe the blocks of the person's last message
+//	                        (see DescribeBlocks)
 //	[[status CODE]]         fail with HTTP status CODE (401, 529, 500, ...)
 //	[[status 429 N]]        rate limited, with retry-after N seconds
 //	[[drop]] / [[malformed]] break the stream mid-message
@@ -72,6 +75,8 @@ func Script(req Request) Reply {
 		return Reply{Blocks: []ReplyBlock{{Text: BigText(n)}}, ChunkSize: 64 << 10}
 	case "recall":
 		return Text("HISTORY: " + strings.Join(req.UserTexts(), " | "))
+	case "blocks":
+		return Text("BLOCKS: " + DescribeBlocks(req.LastUser().Content))
 	case "status":
 		f := strings.Fields(args)
 		code := 500
@@ -102,6 +107,38 @@ func Script(req Request) Reply {
 		return Reply{Blocks: []ReplyBlock{{Text: "partial answer"}}, Malformed: true}
 	}
 	return Text(fmt.Sprintf("script error: unknown directive %q", name))
+}
+
+// DescribeBlocks says what each content block is, joined by " | ": an
+// image or document as its type, media type and decoded size (and a
+// document's title), a text block as "text" and its first 200
+// characters on one line. The CLI's own notes are left out.
+func DescribeBlocks(blocks []Block) string {
+	var parts []string
+	for _, b := range blocks {
+		switch {
+		case b.Type == "text" && cliNote(b.Text):
+		case b.Type == "text":
+			t := strings.Join(strings.Fields(b.Text), " ")
+			if r := []rune(t); len(r) > 200 {
+				t = string(r[:200])
+			}
+			parts = append(parts, "text "+t)
+		case b.Source != nil:
+			n, err := base64.StdEncoding.DecodeString(b.Source.Data)
+			desc := fmt.Sprintf("%s %s %d", b.Type, b.Source.MediaType, len(n))
+			if err != nil {
+				desc += " (not base64)"
+			}
+			if b.Title != "" {
+				desc += fmt.Sprintf(" %q", b.Title)
+			}
+			parts = append(parts, desc)
+		default:
+			parts = append(parts, b.Type)
+		}
+	}
+	return strings.Join(parts, " | ")
 }
 
 // directive finds the first [[name args]] in text.

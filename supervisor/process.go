@@ -124,20 +124,38 @@ func (p *Process) Request(ctx context.Context, subtype string, body map[string]a
 }
 
 // SendUser writes one user message; uuid, when set, is its id in the
-// conversation (file checkpoints are keyed by it).
-func (p *Process) SendUser(text, uuid string) error {
-	_, err := p.sendUserIf(text, uuid, nil)
+// conversation (file checkpoints are keyed by it). blocks, when there are
+// any, are content blocks (image, document, text, in the Messages API's
+// format) that come before the text in the message.
+func (p *Process) SendUser(text string, blocks []json.RawMessage, uuid string) error {
+	_, err := p.sendUserIf(text, blocks, uuid, nil)
 	return err
+}
+
+// userContent is a user message's content: the text alone, as the CLI's
+// own clients send it, or the blocks and then the text as a text block.
+func userContent(text string, blocks []json.RawMessage) any {
+	if len(blocks) == 0 {
+		return text
+	}
+	content := make([]any, 0, len(blocks)+1)
+	for _, b := range blocks {
+		content = append(content, b)
+	}
+	if text == "" {
+		return content // the API refuses an empty text block
+	}
+	return append(content, map[string]string{"type": "text", "text": text})
 }
 
 // sendUserIf writes one user message if ok (nil: always) holds, asked
 // right before the write with the write lock held: until the write is
 // done the process cannot be reaped, so what ok saw of it still holds.
 // It reports whether the message was written.
-func (p *Process) sendUserIf(text, uuid string, ok func() bool) (bool, error) {
+func (p *Process) sendUserIf(text string, blocks []json.RawMessage, uuid string, ok func() bool) (bool, error) {
 	msg := map[string]any{
 		"type":               "user",
-		"message":            map[string]any{"role": "user", "content": text},
+		"message":            map[string]any{"role": "user", "content": userContent(text, blocks)},
 		"parent_tool_use_id": nil,
 		"session_id":         "",
 	}

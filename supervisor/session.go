@@ -329,6 +329,13 @@ func (c *CLI) Live() bool { return c.Pid() != 0 }
 // when the turn never started: ErrBusy if a turn is running, ErrClosed,
 // or why no process slot was had.
 func (c *CLI) Send(ctx context.Context, text string) error {
+	return c.SendContent(ctx, text, nil)
+}
+
+// SendContent is Send for a message that carries content blocks before
+// its text (images, documents, attached notes; see Process.SendUser).
+// The turn's start names only the text.
+func (c *CLI) SendContent(ctx context.Context, text string, blocks []json.RawMessage) error {
 	c.mu.Lock()
 	switch {
 	case c.closed:
@@ -397,7 +404,7 @@ func (c *CLI) Send(ctx context.Context, text string) error {
 		return nil
 	}
 	c.step(StepBeforeWrite, proc)
-	sent, err := proc.sendUserIf(text, id, func() bool { return c.claimWrite(turn, proc) })
+	sent, err := proc.sendUserIf(text, blocks, id, func() bool { return c.claimWrite(turn, proc) })
 	switch {
 	case sent:
 		c.touch()

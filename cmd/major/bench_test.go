@@ -89,7 +89,7 @@ func (c *bareCLI) turn(tb testing.TB, text string, t0 time.Time) (first, end tim
 	}
 	// With a message id, as the server sends it: the CLI keeps a file
 	// checkpoint per identified message.
-	if err := c.proc.SendUser(text, uuid.NewString()); err != nil {
+	if err := c.proc.SendUser(text, nil, uuid.NewString()); err != nil {
 		tb.Fatal(err)
 	}
 	timeout := time.NewTimer(time.Minute)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/relay"
@@ -92,6 +93,9 @@ type config struct {
 	CORSOrigins []string
 	// Limits are every person's budgets and turn bound (0: none).
 	Limits relay.Limits
+	// Attachments bound the files a message carries and its attached
+	// notes.
+	Attachments attachments.Limits
 	// Sandbox runs every CLI in a bubblewrap sandbox of its person's
 	// (--sandbox=on, the default).
 	Sandbox bool
@@ -169,6 +173,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.Float64Var(&c.Limits.SessionUSD, "max-budget-usd-session", 0, "most one chat session may spend, in USD; a message beyond is refused (MAJOR_MAX_BUDGET_USD_SESSION; 0: no limit)")
 	fs.Float64Var(&c.Limits.PersonDayUSD, "max-budget-usd-day", 0, "most one person's chats may spend per day (UTC), in USD (MAJOR_MAX_BUDGET_USD_DAY; 0: no limit)")
 	fs.IntVar(&c.Limits.MaxTurns, "max-turns", 0, "most agent turns one message may take (MAJOR_MAX_TURNS; 0: no limit)")
+	fileMiB := fs.Int("attachment-max-file-mb", 20, "most MiB one file a message carries may have; larger is refused with 413 (MAJOR_ATTACHMENT_MAX_FILE_MB)")
+	fs.IntVar(&c.Attachments.Files, "attachment-max-files", 10, "most files one message may carry (MAJOR_ATTACHMENT_MAX_FILES)")
+	messageMiB := fs.Int("attachment-max-message-mb", 50, "most MiB the files of one message may have together (MAJOR_ATTACHMENT_MAX_MESSAGE_MB)")
+	fs.IntVar(&c.Attachments.ImageEdge, "attachment-image-edge", 2000, "longest side in pixels of an image the model is sent; a larger one is scaled down, the original kept (MAJOR_ATTACHMENT_IMAGE_EDGE)")
+	noteKiB := fs.Int("attach-note-max-kb", 100, "most KiB of one attached note (or text file) the model is sent; a longer one is cut with a line saying so (MAJOR_ATTACH_NOTE_MAX_KB)")
 	sandboxMode := fs.String("sandbox", "on", "on: every claude, and all it starts, runs in a bubblewrap sandbox of its person's; off: without it, the vault guard is the only boundary and the terminal is refused (MAJOR_SANDBOX)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")
 	if err := fs.Parse(args); err != nil {
@@ -234,7 +243,19 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, errors.New("--shutdown-grace (MAJOR_SHUTDOWN_GRACE) must be positive")
 	case c.GitRemoteTimeout <= 0:
 		return c, errors.New("--git-remote-timeout (MAJOR_GIT_REMOTE_TIMEOUT) must be positive")
+	case *fileMiB < 1 || *fileMiB > 1024:
+		return c, errors.New("--attachment-max-file-mb (MAJOR_ATTACHMENT_MAX_FILE_MB) must be from 1 to 1024")
+	case *messageMiB < *fileMiB || *messageMiB > 4096:
+		return c, errors.New("--attachment-max-message-mb (MAJOR_ATTACHMENT_MAX_MESSAGE_MB) must be at least --attachment-max-file-mb and at most 4096")
+	case c.Attachments.Files < 1:
+		return c, errors.New("--attachment-max-files (MAJOR_ATTACHMENT_MAX_FILES) must be at least 1")
+	case c.Attachments.ImageEdge < 200 || c.Attachments.ImageEdge > 8000:
+		return c, errors.New("--attachment-image-edge (MAJOR_ATTACHMENT_IMAGE_EDGE) must be from 200 to 8000 (the API's largest)")
+	case *noteKiB < 1 || *noteKiB > 10240:
+		return c, errors.New("--attach-note-max-kb (MAJOR_ATTACH_NOTE_MAX_KB) must be from 1 to 10240")
 	}
+	c.Attachments.FileBytes, c.Attachments.MessageBytes = int64(*fileMiB)<<20, int64(*messageMiB)<<20
+	c.Attachments.NoteBytes = *noteKiB << 10
 	return c, nil
 }
 

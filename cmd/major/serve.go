@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/assembly"
+	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/clihome"
 	sessionconfig "github.com/majorhq/major/config"
 	"github.com/majorhq/major/gateway"
@@ -269,6 +270,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Metered:       gw != nil,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: endTurn,
 		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound,
+		Commits: git, Wrote: hk.Wrote,
 		ServerPaths: serverPaths(vaultRoot, repository, cfg.StateDir, cfg.ConfigDir, claude, cfg.Environ, append(sandboxHomes(persons), install)...), Logger: log})
 	if err != nil {
 		return err
@@ -307,6 +309,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
 		Unsandboxed: unsandboxed,
+		// Files and notes a message carries, and the notes read back.
+		Attachments: attachments.New(attachments.Config{VaultRoot: vaultRoot, Limits: cfg.Attachments, Writes: git}),
+		Vault:       &vault.Guard{VaultRoot: vaultRoot},
 	}
 	if terminals != nil {
 		srvCfg.Terminals = terminals

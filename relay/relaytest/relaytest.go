@@ -68,6 +68,7 @@ type CLI struct {
 	waiting  bool
 	closed   bool
 	sent     []string
+	blocks   [][]json.RawMessage
 	settings supervisor.Settings
 	resumeAt []string
 	// release gives back the running turn's pool slot.
@@ -250,6 +251,22 @@ func (f *CLI) Send(ctx context.Context, text string) error {
 		}
 	}
 	return nil
+}
+
+// SendContent records the blocks (Blocks) and then is Send.
+func (f *CLI) SendContent(ctx context.Context, text string, blocks []json.RawMessage) error {
+	f.mu.Lock()
+	f.blocks = append(f.blocks, blocks)
+	f.mu.Unlock()
+	return f.Send(ctx, text)
+}
+
+// Blocks are the content blocks of each message sent with SendContent, in
+// order.
+func (f *CLI) Blocks() [][]json.RawMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]json.RawMessage(nil), f.blocks...)
 }
 
 // holdSlot takes a slot of the Pool for a turn (a no-op without a Pool),

@@ -3,7 +3,7 @@
 
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 
@@ -13,6 +13,8 @@ import { startProxy } from './proxy.js';
 const SHOTS = path.join(WEB, 'e2e', 'screenshots');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const WAIT = 20000; // the longest any one expectation may take
+// A 2×2 PNG, for the attach step.
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGM4IScHRAwQCgAfJgQRoo8irwAAAABJRU5ErkJggg==', 'base64');
 
 let stack;
 let browser;
@@ -372,6 +374,100 @@ describe('web client', () => {
     await send(page, '[[recall]]');
     await waitReply(page, 'Typed in the terminal');
     await waitIdle(page);
+  });
+
+  step('an image attached from the page reaches the model and shows as a thumbnail', async () => {
+    await page.locator(`.session[data-session-id="${sessionID}"]`).click();
+    await waitIdle(page);
+    await page.locator('#attach-files').setInputFiles({ name: 'whiteboard.png', mimeType: 'image/png', buffer: PNG });
+    await page.locator('#tray .tray-item').getByText('whiteboard.png').waitFor();
+    await send(page, 'Put this in my notes [[blocks]]');
+    await waitReply(page, 'image image/png');
+    assert.match(await lastReply(page), /Attached file "whiteboard\.png" \(image\/png, [^)]*\), saved in the person's notes at attachments\/\d{4}-\d\d\/whiteboard\.png/);
+    assert.equal(await page.locator('#tray').isVisible(), false, 'the tray is empty after sending');
+    const thumb = page.locator('#transcript .msg.user').last().locator('img.thumb');
+    await waitFor(page, () => {
+      const imgs = document.querySelectorAll('#transcript .msg.user img.thumb');
+      const img = imgs[imgs.length - 1];
+      return img && img.complete && img.naturalWidth === 2;
+    }, null, 'the thumbnail from the vault');
+    assert.match(await thumb.getAttribute('src'), /^blob:/);
+    await waitIdle(page);
+    await shot(page, '20-attached-image');
+  });
+
+  step('a turn that changed a note shows it; the diff opens and Undo restores the note', async () => {
+    const note = path.join(stack.tmp, 'vault', 'sebastian', 'e2e-note.md');
+    await send(page, `[[tool Write {"file_path":"${note}","content":"hello from the browser\\n"}]]`);
+    await waitReply(page, 'Changed: 1 note');
+    await waitIdle(page);
+    await page.locator('#transcript .msg.assistant').last().getByRole('button', { name: 'Changed: 1 note' }).click();
+    const dialog = page.locator('#diff-dialog');
+    await dialog.getByText('+hello from the browser').waitFor();
+    await dialog.getByText('e2e-note.md', { exact: true }).first().waitFor();
+    await shot(page, '21-diff');
+    await dialog.getByRole('button', { name: 'Undo' }).click();
+    await dialog.getByText(/Undo restores 1 note/).waitFor();
+    await dialog.getByRole('button', { name: 'Restore these notes' }).click();
+    await dialog.getByText('Restored 1 note.').waitFor();
+    assert.equal(existsSync(note), false, 'the note the turn added is gone again');
+    await dialog.getByRole('button', { name: 'Close' }).click();
+  });
+
+  step('a note attached from the picker reaches the model; the notes panel shows Markdown', async () => {
+    await page.getByRole('button', { name: 'Note', exact: true }).click();
+    await page.locator('#notes-panel').getByRole('button', { name: /welcome\.md/ }).click();
+    await page.locator('#tray .tray-item').getByText('welcome.md').waitFor();
+    await send(page, '[[blocks]]');
+    await waitReply(page, 'text [Attached note welcome.md');
+    await waitIdle(page);
+    await page.getByRole('button', { name: 'Notes', exact: true }).click();
+    await page.locator('#notes-panel').getByRole('button', { name: /welcome\.md/ }).click();
+    await page.locator('#notes-panel h3', { hasText: 'Welcome' }).waitFor();
+    await page.locator('#notes-panel').getByRole('button', { name: 'Close' }).click();
+  });
+
+  step('an uploaded SVG or HTML file with a script never runs', async () => {
+    const headers = { Authorization: 'Bearer ' + TOKEN, 'X-Notes-Person': 'sebastian' };
+    const form = new FormData();
+    form.append('files', new Blob(['<svg xmlns="http://www.w3.org/2000/svg"><script>top.pwned = "svg"; </script></svg>'], { type: 'image/svg+xml' }), 'evil.svg');
+    form.append('files', new Blob(['<html><body><script>top.pwned = "html"; </script>hi</body></html>'], { type: 'text/html' }), 'evil.html');
+    const res = await fetch(`${stack.url}/api/claude/sessions/${sessionID}/attachments`, { method: 'POST', headers, body: form });
+    assert.equal(res.status, 201);
+    const files = (await res.json()).attachments;
+    assert.deepEqual(files.map((f) => f.media_type), ['image/svg+xml', 'text/html']);
+    // Opened directly, with the person's credentials, in this page's
+    // origin: each one is a download, never a document.
+    const context = await browser.newContext({ extraHTTPHeaders: headers });
+    const direct = await context.newPage();
+    await direct.goto(stack.url + '/app/');
+    for (const f of files) {
+      const url = `${stack.url}/api/claude/vault/file?path=${encodeURIComponent(f.path)}`;
+      const download = direct.waitForEvent('download', { timeout: 5000 }).catch(() => null);
+      await direct.goto(url).catch(() => null); // a download aborts the navigation
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(await direct.evaluate(() => window.pwned), undefined, `${f.name} ran a script`);
+      const got = await download;
+      assert.ok(got, `${f.name} was shown, not downloaded`);
+      assert.equal(got.suggestedFilename(), f.path.split('/').pop());
+    }
+    // Even a document the browser shows runs nothing: the sandboxing CSP
+    // holds for every file.
+    const shown = await direct.goto(`${stack.url}/api/claude/vault/file?path=welcome.md`);
+    assert.match(shown.headers()['content-security-policy'], /^sandbox/);
+    assert.equal(shown.headers()['x-content-type-options'], 'nosniff');
+    await context.close();
+    // In the notes panel they are offered as downloads only.
+    await page.getByRole('button', { name: 'Notes', exact: true }).click();
+    const panel = page.locator('#notes-panel');
+    await panel.getByRole('button', { name: /attachments/ }).click();
+    await panel.getByRole('button', { name: /\d{4}-\d\d/ }).click();
+    await panel.getByRole('button', { name: /evil\.svg/ }).click();
+    await panel.getByText(/is not shown here/).waitFor();
+    await panel.getByRole('link', { name: 'Download it' }).waitFor();
+    assert.equal(await page.evaluate(() => window.pwned), undefined);
+    assert.equal(await page.locator('#notes-panel svg, #notes-panel iframe, #notes-panel object, #notes-panel embed').count(), 0);
+    await panel.getByRole('button', { name: 'Close' }).click();
   });
 
   step('phone width (dark): one column, chats in a drawer', async () => {

@@ -23,7 +23,9 @@ export class Api {
 
   async request(method, path, body) {
     const init = { method, headers: { ...this.headers(), Accept: 'application/json' }, cache: 'no-store' };
-    if (body !== undefined) {
+    if (body instanceof FormData) {
+      init.body = body; // multipart: the browser sets the type and boundary
+    } else if (body !== undefined) {
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
@@ -59,8 +61,56 @@ export class Api {
     return this.request('POST', '/api/claude/sessions');
   }
 
-  postMessage(id, message) {
-    return this.request('POST', this.session(id) + '/messages', { message });
+  // postMessage sends a message; files (File objects) go with it in a
+  // multipart body, attach names notes of the person's.
+  postMessage(id, message, { files = [], attach = [] } = {}) {
+    if (!files.length) {
+      return this.request('POST', this.session(id) + '/messages', attach.length ? { message, attach } : { message });
+    }
+    const form = new FormData();
+    form.append('message', message);
+    if (attach.length) form.append('attach', attach.join(','));
+    for (const f of files) form.append('files', f, f.name);
+    return this.request('POST', this.session(id) + '/messages', form);
+  }
+
+  // tree lists one folder of the person's notes.
+  tree(path) {
+    return this.request('GET', '/api/claude/vault/tree?path=' + encodeURIComponent(path || '.'));
+  }
+
+  // file fetches one file of the person's notes: {blob, type}, type being
+  // the media type the server sniffed.
+  async file(path) {
+    let res;
+    try {
+      res = await fetch(this.base + '/api/claude/vault/file?path=' + encodeURIComponent(path), { headers: this.headers(), cache: 'no-store' });
+    } catch {
+      throw new ApiError(0, 'The server cannot be reached. Check your connection and try again.');
+    }
+    if (!res.ok) {
+      let msg = `The server answered ${res.status}.`;
+      try {
+        msg = (await res.json()).error || msg;
+      } catch {
+        // not JSON
+      }
+      throw new ApiError(res.status, msg);
+    }
+    const type = (res.headers.get('Content-Type') || '').split(';')[0].trim();
+    return { blob: await res.blob(), type };
+  }
+
+  changes(id) {
+    return this.request('GET', this.session(id) + '/changes');
+  }
+
+  turnDiff(id, turn) {
+    return this.request('GET', this.session(id) + '/changes/' + turn);
+  }
+
+  rewind(id, body) {
+    return this.request('POST', this.session(id) + '/rewind', body);
   }
 
   setModel(id, model) {
@@ -103,4 +153,5 @@ export const SHOWN_TYPES = [
   'turn_start', 'text', 'status', 'tool', 'done', 'error',
   'question', 'question_answered', 'permission', 'permission_answered',
   'draft', 'draft_answered', 'settings', 'refused', 'rate_limit',
+  'changes', 'imported',
 ];

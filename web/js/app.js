@@ -5,6 +5,7 @@ import { Api, ApiError } from './api.js';
 import { EventStream } from './stream.js';
 import { ChatView, h } from './chat.js';
 import { TerminalView } from './terminal.js';
+import { Tray, NotesPanel, DiffDialog, attachedFiles } from './notes.js';
 
 const AUTH_KEY = 'major.auth';
 const SESSION_KEY = 'major.session';
@@ -48,6 +49,13 @@ const ui = {
   terminalStatus: $('terminal-status'),
   closeTerminal: $('close-terminal'),
   terminal: $('terminal'),
+  openNotes: $('open-notes'),
+  attachFiles: $('attach-files'),
+  attachCamera: $('attach-camera'),
+  attachNote: $('attach-note'),
+  tray: $('tray'),
+  notesPanel: $('notes-panel'),
+  diffDialog: $('diff-dialog'),
 };
 
 const app = {
@@ -67,9 +75,15 @@ const app = {
   controlling: 0,
 };
 
+const tray = new Tray(ui.tray, () => updateChrome());
+const notes = new NotesPanel(ui.notesPanel, null, { onPick: (path) => tray.addNote(path) });
+const diff = new DiffDialog(ui.diffDialog, { api: null, session: () => app.current, onDone: () => refreshSoon() });
+
 const view = new ChatView(ui.transcript, {
   answer: (requestID, answers) => app.api.answer(app.current, requestID, answers),
   permission: (requestID, behavior, remember) => app.api.permission(app.current, requestID, behavior, remember),
+  attached: (files, paths) => attachedFiles(app.api, files, paths, (p) => notes.open(p)),
+  showChanges: (turn) => diff.show(turn),
 }, (kind) => {
   if (kind === 'turn_start' || kind === 'done' || kind === 'error') {
     app.awaitingTurn = false;
@@ -112,6 +126,8 @@ async function signIn(auth) {
   const api = new Api(auth);
   const sessions = await api.listSessions();
   app.api = api;
+  notes.setApi(api);
+  diff.setApi(api);
   app.sessions = sessions;
   localStorage.setItem(AUTH_KEY, JSON.stringify(auth));
   ui.signin.hidden = true;
@@ -375,7 +391,7 @@ function busy() {
 
 async function send() {
   const text = ui.message.value;
-  if (!text.trim() || busy() || !app.api) return;
+  if ((!text.trim() && tray.empty) || busy() || !app.api) return;
   app.posting = true;
   app.notice = '';
   updateChrome();
@@ -386,8 +402,9 @@ async function send() {
       openSession(s.id);
     }
     const turns = view.turns;
-    const sent = await app.api.postMessage(app.current, text);
+    const sent = await app.api.postMessage(app.current, text, { files: tray.files, attach: tray.notes });
     ui.message.value = '';
+    tray.clear();
     autosize();
     if (sent && sent.queued) {
       // A turn was running after all: the message waits and runs after it.
@@ -476,6 +493,38 @@ function updateChrome() {
   ui.openTerminal.hidden = !app.current;
   ui.openTerminal.disabled = locked;
   if (!locked && document.activeElement === document.body) ui.message.focus();
+}
+
+// ---- files and notes ----
+
+ui.attachFiles.addEventListener('change', () => {
+  tray.addFiles(ui.attachFiles.files);
+  ui.attachFiles.value = '';
+});
+ui.attachCamera.addEventListener('change', () => {
+  tray.addFiles(ui.attachCamera.files);
+  ui.attachCamera.value = '';
+});
+ui.attachNote.addEventListener('click', () => notes.browse('.', true));
+ui.openNotes.addEventListener('click', () => notes.browse('.', false));
+
+// Pasted and dropped files go with the next message.
+ui.message.addEventListener('paste', (e) => {
+  const files = [...(e.clipboardData?.files || [])];
+  if (files.length) {
+    e.preventDefault();
+    tray.addFiles(files);
+  }
+});
+for (const el of [ui.composer, ui.transcript]) {
+  el.addEventListener('dragover', (e) => {
+    if ([...(e.dataTransfer?.types || [])].includes('Files')) e.preventDefault();
+  });
+  el.addEventListener('drop', (e) => {
+    if (!e.dataTransfer?.files?.length) return;
+    e.preventDefault();
+    tray.addFiles(e.dataTransfer.files);
+  });
 }
 
 // ---- the Terminal view ----

@@ -99,7 +99,7 @@ export class ChatView {
       case 'turn_start':
         this.flush();
         this.closeTurn();
-        this.addUser(ev.message || '');
+        this.addUser(ev.message || '', ev.attachments, ev.notes);
         this.openTurn();
         this.turns++;
         this.running = true;
@@ -149,6 +149,12 @@ export class ChatView {
         break;
       case 'settings':
         break;
+      case 'changes':
+        this.addChanges(ev);
+        break;
+      case 'imported':
+        this.addImported(ev.messages || []);
+        break;
       default:
         return;
     }
@@ -169,10 +175,36 @@ export class ChatView {
     this.status = text;
   }
 
-  addUser(text) {
+  addUser(text, files, notes) {
     this.messages++;
     if (!this.firstMessage) this.firstMessage = text;
-    this.root.appendChild(h('div', { class: 'msg user' }, h('div', { class: 'bubble', 'aria-label': 'You said' }, plain(text))));
+    const attached = this.actions.attached ? this.actions.attached(files, notes) : null;
+    this.root.appendChild(h('div', { class: 'msg user' }, h('div', { class: 'bubble', 'aria-label': 'You said' }, attached, plain(text))));
+  }
+
+  // addImported shows a conversation imported when the chat was made.
+  addImported(messages) {
+    for (const m of messages) {
+      this.messages++;
+      const role = m.role === 'assistant' ? 'assistant' : 'user';
+      this.root.appendChild(h('div', { class: `msg ${role} imported` },
+        role === 'user' ? h('div', { class: 'bubble', 'aria-label': 'You said earlier' }, plain(m.content || ''))
+          : h('div', { class: 'md' }, render(parse(m.content || '')))));
+    }
+    if (messages.length) this.root.appendChild(h('div', { class: 'note', text: 'Earlier conversation, imported.' }));
+  }
+
+  // addChanges offers what the turn changed in the person's notes: a line
+  // that opens the diff (and its Undo).
+  addChanges(ev) {
+    const n = (ev.files || []).length;
+    if (!n) return;
+    this.flush();
+    this.segment = null;
+    const turn = this.turns;
+    const text = `Changed: ${n} ${n === 1 ? 'note' : 'notes'}`;
+    this.part(h('button', { type: 'button', class: 'changes-line', 'data-turn': String(turn), title: ev.files.map((f) => f.path).join(', '),
+      text, onclick: () => this.actions.showChanges && this.actions.showChanges(turn) }));
   }
 
   openTurn() {
