@@ -806,7 +806,19 @@ func (s *CLI) Configure(ctx context.Context, set Settings) error {
 		_, err = p.Request(ctx, "set_model", map[string]any{"model": set.Model})
 	}
 	if err == nil && set.PermissionMode != old.PermissionMode && set.PermissionMode != "" {
-		_, err = p.Request(ctx, "set_permission_mode", map[string]any{"mode": set.PermissionMode})
+		var raw json.RawMessage
+		raw, err = p.Request(ctx, "set_permission_mode", map[string]any{"mode": set.PermissionMode})
+		if mode := modeInEffect(raw); err == nil && mode != "" && mode != set.PermissionMode {
+			// The CLI may put another mode in effect than the one asked
+			// for; the session has the one it is in.
+			s.log.Info().Str("asked", set.PermissionMode).Str("mode", mode).Msg("the CLI put another permission mode in effect")
+			s.mu.Lock()
+			if s.settings == set {
+				s.settings.PermissionMode = mode
+			}
+			s.mu.Unlock()
+			set.PermissionMode = mode
+		}
 	}
 	if err == nil && set.MaxThinkingTokens != old.MaxThinkingTokens {
 		var n any
@@ -830,6 +842,22 @@ func (s *CLI) Configure(ctx context.Context, set Settings) error {
 		return fmt.Errorf("configure claude: %w", err)
 	}
 	return nil
+}
+
+// modeInEffect is the mode of the CLI's answer to set_permission_mode
+// ({mode}; "manual" is its other name for "default"), or "" when the
+// answer names none (an older CLI answers with no payload).
+func modeInEffect(answer json.RawMessage) string {
+	var a struct {
+		Mode string `json:"mode"`
+	}
+	if json.Unmarshal(answer, &a) != nil {
+		return ""
+	}
+	if a.Mode == "manual" {
+		return "default"
+	}
+	return a.Mode
 }
 
 // ResumeAt makes the next turn continue the conversation from the entry
