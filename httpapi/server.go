@@ -41,6 +41,10 @@ type Config struct {
 	// ConfigProblems counts the broken session configuration files, shown
 	// by /readyz (the paths and reasons are in the log); nil: none.
 	ConfigProblems func() int
+	// StartRefused, when set, says why the CLI refuses to start some
+	// persons' chats (the machine's managed settings forbid what their
+	// configuration brings), shown by /readyz; "" when it refuses none.
+	StartRefused func() string
 	// Metrics, when set, is served at /metrics.
 	Metrics http.Handler
 	// Static, when set, serves the web client at /.
@@ -302,6 +306,12 @@ func (s *Server) readyz(c *gin.Context) {
 	if s.cfg.ConfigProblems != nil {
 		if n := s.cfg.ConfigProblems(); n > 0 {
 			body["config_problems"] = n
+		}
+	}
+	// Likewise a policy that refuses some persons' chats: the others run.
+	if s.cfg.StartRefused != nil {
+		if why := s.cfg.StartRefused(); why != "" {
+			body["start_refused"] = why
 		}
 	}
 	if s.cfg.Unsandboxed != "" {

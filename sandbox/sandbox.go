@@ -18,6 +18,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,7 +62,18 @@ type Config struct {
 	// files): a path a configuration names (Box.Named) is never mounted
 	// if it is one of them, inside one or holds one.
 	Private []string
+	// ManagedSettings is the host folder of Claude Code's managed
+	// settings (the machine's policy for every claude), mounted read-only
+	// at ManagedSettingsDir in every sandbox, where the CLI reads them;
+	// default ManagedSettingsDir under Root. A folder that does not exist
+	// is left out.
+	ManagedSettings string
 }
+
+// ManagedSettingsDir is where the CLI reads its managed settings on Linux
+// (managed-settings.json and managed-settings.d/): the machine's policy,
+// which holds for the sandboxed CLI as for any other.
+const ManagedSettingsDir = "/etc/claude-code"
 
 // New finds bwrap and checks that it can make a sandbox here, by making
 // one: a trivial command run in exactly the namespaces and mounts every
@@ -88,6 +100,16 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		if real, err := filepath.EvalSymlinks(p); err == nil && real != filepath.Clean(p) {
 			s.private = append(s.private, real)
 		}
+	}
+	managed := cfg.ManagedSettings
+	if managed == "" {
+		managed = filepath.Join(cmp.Or(cfg.Root, "/"), ManagedSettingsDir)
+	}
+	if st, err := os.Stat(managed); err == nil && st.IsDir() {
+		if s.overlapsPrivate(managed) {
+			return nil, fmt.Errorf("the managed settings folder %s is, holds or is inside a folder of the server's (vault, state or configuration): every sandbox would see it", managed)
+		}
+		s.system = append(s.system, "--ro-bind", managed, ManagedSettingsDir)
 	}
 	if err := s.probe(ctx); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -69,6 +70,10 @@ type Pool struct {
 
 	starts, warmStarts, taken int64
 
+	// refused is, per person, the last start of theirs the CLI refused
+	// (see StartRefused), until one of theirs starts.
+	refused map[string]StartRefused
+
 	stop    chan struct{}
 	stopped sync.WaitGroup
 	once    sync.Once
@@ -80,7 +85,7 @@ func NewPool(cfg PoolConfig) *Pool {
 		cfg.SlotWait = 30 * time.Second
 	}
 	p := &Pool{cfg: cfg, log: cfg.Logger, live: map[*Process]*CLI{}, reserved: map[string]int{},
-		warm: map[*warmProc]struct{}{}, active: map[string]time.Time{},
+		warm: map[*warmProc]struct{}{}, active: map[string]time.Time{}, refused: map[string]StartRefused{},
 		changed: make(chan struct{}), stop: make(chan struct{})}
 	if cfg.PIDDir != "" {
 		if err := os.MkdirAll(cfg.PIDDir, 0o700); err != nil {
@@ -331,6 +336,45 @@ func (p *Pool) reap() {
 			}
 		}
 	}
+}
+
+// noteRefusal reads why proc, a process of person's that exited while
+// starting, refused to start; a refusal is logged with the managed
+// setting behind it and kept for Refused. nil if it was no refusal. A nil
+// Pool only reads.
+func (p *Pool) noteRefusal(person string, proc *Process, log zerolog.Logger) *StartRefused {
+	<-proc.Done()
+	r := startRefusal(proc.StderrTail())
+	if r == nil {
+		return nil
+	}
+	log.Error().Str("person", person).Str("managed_setting", r.Setting).Str("reason", r.Reason).Str("detail", r.Detail).
+		Msg("claude refused to start: the machine's Claude Code managed settings forbid what this person's sessions bring along (their configured MCP servers or skills)")
+	if p != nil {
+		p.mu.Lock()
+		p.refused[person] = *r
+		p.mu.Unlock()
+	}
+	return r
+}
+
+// noteStarted forgets person's refused start: one of theirs started.
+func (p *Pool) noteStarted(person string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	delete(p.refused, person)
+	p.mu.Unlock()
+}
+
+// Refused is, per person, the last start of theirs the CLI refused
+// because of the machine's managed settings, while none of theirs has
+// started since.
+func (p *Pool) Refused() map[string]StartRefused {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.refused)
 }
 
 // Close stops the reaper and the warm pool, and every process still

@@ -534,11 +534,15 @@ func (s *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 	if err != nil {
 		p.Kill()
 		_ = p.Close()
+		if r := s.cfg.Pool.noteRefusal(s.Person(), p, s.log); r != nil {
+			return nil, fmt.Errorf("start claude: %w", r)
+		}
 		if errors.Is(err, ErrProcessExited) {
 			return nil, fmt.Errorf("initialize: %w", p.Err())
 		}
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
+	s.cfg.Pool.noteStarted(s.Person())
 	return p, nil
 }
 

@@ -465,8 +465,12 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 	if _, err := proc.Request(ictx, "initialize", l.Spec.initializeBody()); err != nil {
 		proc.Kill()
 		<-w.exited
+		if r := p.noteRefusal(w.person, proc, p.log); r != nil {
+			return fmt.Errorf("start claude: %w", r)
+		}
 		return fmt.Errorf("initialize: %w", err)
 	}
+	p.noteStarted(w.person)
 	p.mu.Lock()
 	_, kept := p.warm[w]
 	if kept && ctx.Err() == nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/sandbox"
 )
 
 func main() {
@@ -93,6 +94,9 @@ type config struct {
 	// Sandbox runs every CLI in a bubblewrap sandbox of its person's
 	// (--sandbox=on, the default).
 	Sandbox bool
+	// ManagedSettings is the folder of the machine's Claude Code managed
+	// settings, which every sandbox holds where the CLI reads them.
+	ManagedSettings string
 	// Environ is the server's environment (KEY=value); the CLI's starts
 	// from it.
 	Environ []string
@@ -167,6 +171,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.Float64Var(&c.Limits.PersonDayUSD, "max-budget-usd-day", 0, "most one person's chats may spend per day (UTC), in USD (MAJOR_MAX_BUDGET_USD_DAY; 0: no limit)")
 	fs.IntVar(&c.Limits.MaxTurns, "max-turns", 0, "most agent turns one message may take (MAJOR_MAX_TURNS; 0: no limit)")
 	sandboxMode := fs.String("sandbox", "on", "on: every claude, and all it starts, runs in a bubblewrap sandbox of its person's; off: without it, the vault guard is the only boundary and the terminal is refused (MAJOR_SANDBOX)")
+	fs.StringVar(&c.ManagedSettings, "claude-managed-settings", sandbox.ManagedSettingsDir, "the machine's Claude Code managed settings folder (its policy for every claude), read-only in every sandbox at "+sandbox.ManagedSettingsDir+" (MAJOR_CLAUDE_MANAGED_SETTINGS)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -185,6 +190,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	case "off":
 	default:
 		return c, fmt.Errorf("--sandbox (MAJOR_SANDBOX) is on or off, not %q", *sandboxMode)
+	}
+	if !filepath.IsAbs(c.ManagedSettings) {
+		return c, fmt.Errorf("--claude-managed-settings (MAJOR_CLAUDE_MANAGED_SETTINGS) must be an absolute path, not %q", c.ManagedSettings)
+	}
+	if !c.Sandbox && filepath.Clean(c.ManagedSettings) != sandbox.ManagedSettingsDir {
+		// Outside a sandbox the CLI reads its own folder; nothing can
+		// show it another.
+		return c, fmt.Errorf("--claude-managed-settings (MAJOR_CLAUDE_MANAGED_SETTINGS) needs the sandbox: with --sandbox=off the CLI reads %s", sandbox.ManagedSettingsDir)
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))

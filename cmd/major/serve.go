@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,7 +111,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	var box *sandbox.Sandbox
 	unsandboxed := ""
 	if cfg.Sandbox {
-		box, err = sandbox.New(ctx, sandbox.Config{PATH: lookup(cfg.Environ)("PATH"), Private: []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig}})
+		box, err = sandbox.New(ctx, sandbox.Config{PATH: lookup(cfg.Environ)("PATH"), ManagedSettings: cfg.ManagedSettings,
+			Private: []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig}})
 		if err != nil {
 			return err
 		}
@@ -277,6 +279,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Ready:      ready.Check,
 		// Configuration files broken since the start show in /readyz.
 		ConfigProblems: func() int { return len(settings.Check()) },
+		// So do the persons whose chats the machine's policy refuses.
+		StartRefused: func() string { return startRefused(pool.Refused()) },
 		Done:           done,
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
@@ -309,6 +313,27 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		sessions.Shutdown(sctx)
 		close(done)
 	})
+}
+
+// startRefused is /readyz's sentence for the persons whose last start the
+// CLI refused (naming the managed settings, not the persons); "" if none.
+func startRefused(refused map[string]supervisor.StartRefused) string {
+	if len(refused) == 0 {
+		return ""
+	}
+	var settings []string
+	for _, r := range refused {
+		if !slices.Contains(settings, r.Setting) {
+			settings = append(settings, r.Setting)
+		}
+	}
+	slices.Sort(settings)
+	who := "1 person"
+	if len(refused) > 1 {
+		who = fmt.Sprintf("%d persons", len(refused))
+	}
+	return fmt.Sprintf("the machine's Claude Code managed settings (%s) refuse to start the chats of %s: the MCP servers or skills their configuration gives them are not allowed",
+		strings.Join(settings, ", "), who)
 }
 
 // gatewayOrNil is gw as the launcher's Gateway: a nil interface, not a
