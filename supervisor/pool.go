@@ -47,11 +47,17 @@ type PoolConfig struct {
 	Logger zerolog.Logger
 }
 
-// Pool shares a bounded number of CLI process slots among sessions. When
-// it is full, a turn that needs a process stops the least recently used
-// idle session's process; if none is idle, it waits up to SlotWait. A
-// person at MaxPerPerson stops one of their own idle processes, or waits
-// for one of their own turns to end.
+// Pool shares a bounded number of CLI process slots among sessions. Which
+// process is worth its slot, first to last: a running turn's; then one
+// process of the warm pool for each recently active person (see Warm);
+// then idle sessions' processes, the most recently used first, and any
+// further processes of the warm pool. So when it is full, a turn that
+// needs a process stops the least recently used idle session's process,
+// else a waiting one of the warm pool, else waits up to SlotWait; and the
+// warm pool stops the least recently used idle session's process to start
+// a person's one waiting process. A person at MaxPerPerson gives up one of
+// their own, or waits for one of their own turns to end. The stopped
+// sessions resume on their next turn.
 type Pool struct {
 	cfg PoolConfig
 	log zerolog.Logger
@@ -185,39 +191,28 @@ func (p *Pool) acquireFor(ctx context.Context, person string, self *CLI, waiting
 		if capped {
 			owner = person
 		}
-		// A process waiting in the warm pool goes first: it holds no
-		// conversation. Its slot passes to this turn at once, and the
-		// turn's process starts once it is gone.
-		if w := p.evictWarmLocked(owner); w != nil {
-			p.reserved[person]++
-			p.mu.Unlock()
-			log := p.log.Info().Str("person", w.person)
-			if self != nil {
-				log = log.Str("session", self.ID())
-			}
-			log.Msg("stopped a waiting claude to free a slot")
-			w.stop()
-			return nil
-		}
-		starting := p.startingWarmLocked(owner)
 		victims := p.idleLocked(self, owner)
-		if starting {
-			// One of the warm pool's is about to be ready, and then
-			// evictable: wait for it rather than stop a session's.
-			victims = nil
+		if len(victims) == 0 {
+			// No idle session's process: one the warm pool started
+			// goes, as it holds no conversation. Its slot passes to this
+			// turn at once, and the turn's process starts once it is
+			// gone; one still starting is waited for.
+			if w := p.evictWarmLocked(owner); w != nil {
+				p.reserved[person]++
+				p.mu.Unlock()
+				log := p.log.Info().Str("person", w.person)
+				if self != nil {
+					log = log.Str("session", self.ID())
+				}
+				log.Msg("stopped a waiting claude to free a slot")
+				w.stop()
+				return nil
+			}
 		}
 		changed := p.changed
 		p.mu.Unlock()
 
-		evicted := false
-		for _, v := range victims {
-			if v.StopIfIdle() {
-				p.log.Info().Str("session", v.ID()).Msg("stopped the least recently used idle claude to free a slot")
-				evicted = true
-				break
-			}
-		}
-		if evicted {
+		if p.stopForRoom(victims, "a turn") {
 			continue
 		}
 		if !waited {
@@ -237,6 +232,37 @@ func (p *Pool) acquireFor(ctx context.Context, person string, self *CLI, waiting
 			return ErrNoSlot
 		}
 	}
+}
+
+// stopForRoom stops the process of the first of victims that is still
+// idle, for what (a turn, a waiting process), and reports whether it did.
+// It returns once the pool has forgotten the process, so the slot is free
+// when the caller looks again.
+func (p *Pool) stopForRoom(victims []*CLI, what string) bool {
+	for _, v := range victims {
+		proc := v.stopIdle()
+		if proc == nil {
+			continue
+		}
+		p.log.Info().Str("session", v.ID()).Str("for", what).Msg("stopped the least recently used idle claude to free a slot; its next turn resumes it")
+		for {
+			p.mu.Lock()
+			_, counted := p.live[proc]
+			changed := p.changed
+			p.mu.Unlock()
+			if !counted {
+				return true
+			}
+			// The process is gone (Close returned), and the pool hears
+			// of it from its reaper in a moment.
+			select {
+			case <-changed:
+			case <-p.stop:
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // idleLocked lists sessions with a live, idle process (of owner's, unless

@@ -969,11 +969,14 @@ func (s *CLI) Notice(text string) {
 
 // StopIfIdle ends the live process if no turn runs, keeping the session:
 // the next turn resumes. It reports whether it stopped one.
-func (s *CLI) StopIfIdle() bool {
+func (s *CLI) StopIfIdle() bool { return s.stopIdle() != nil }
+
+// stopIdle is StopIfIdle; it returns the process it stopped, or nil.
+func (s *CLI) stopIdle() *Process {
 	s.mu.Lock()
 	if s.running || s.holding || s.proc == nil {
 		s.mu.Unlock()
-		return false
+		return nil
 	}
 	p := s.proc
 	// Detached first, so a turn starting now spawns a fresh process
@@ -983,7 +986,7 @@ func (s *CLI) StopIfIdle() bool {
 	if err := p.Close(); err != nil {
 		s.log.Warn().Err(err).Msg("stop idle claude")
 	}
-	return true
+	return p
 }
 
 // Close ends the session and its process; it is idempotent.

@@ -276,17 +276,6 @@ func (p *Pool) evictWarmLocked(owner string) *warmProc {
 	return victim
 }
 
-// startingWarmLocked reports whether a waiting process (of owner's, unless
-// owner is "") is still starting: once ready it can be evicted.
-func (p *Pool) startingWarmLocked(owner string) bool {
-	for w := range p.warm {
-		if w.proc == nil && (owner == "" || w.person == owner) {
-			return true
-		}
-	}
-	return false
-}
-
 // stop ends a waiting process at once: it holds no conversation yet.
 func (w *warmProc) stop() {
 	if w.proc == nil {
@@ -297,8 +286,9 @@ func (w *warmProc) stop() {
 }
 
 // warmLoop keeps the warm pool filled: for each recently active person,
-// PerPerson ready processes with the current configuration, in free slots
-// only, and never while a turn waits for a slot.
+// PerPerson ready processes with the current configuration (the first in
+// the slot of an idle session's process if need be, the others in free
+// slots only), never while a turn waits for a slot.
 func (p *Pool) warmLoop() {
 	defer p.stopped.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -325,8 +315,9 @@ func (p *Pool) warmLoop() {
 	}
 }
 
-// fillWarm starts at most one waiting process and reports whether it
-// did; it also stops the waiting processes nobody needs any more.
+// fillWarm starts at most one waiting process, or stops the idle
+// session's process whose slot one needs, and reports whether it did
+// either; it also stops the waiting processes nobody needs any more.
 func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 	if ctx.Err() != nil {
 		return false
@@ -375,8 +366,10 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 	}
 	var next *warmProc
 	var launch WarmLaunch
+	var victims []*CLI
 	for _, w := range persons {
-		if p.waiters > 0 || (p.cfg.Max > 0 && p.totalLocked() >= p.cfg.Max) {
+		if p.waiters > 0 {
+			// A turn waiting for a slot outranks every waiting process.
 			break
 		}
 		if now.Before(retry[w.person]) {
@@ -388,7 +381,25 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 				have++
 			}
 		}
-		if have >= cfg.PerPerson || (p.cfg.MaxPerPerson > 0 && p.heldLocked(w.person) >= p.cfg.MaxPerPerson) {
+		if have >= cfg.PerPerson {
+			continue
+		}
+		full := p.cfg.Max > 0 && p.totalLocked() >= p.cfg.Max
+		capped := p.cfg.MaxPerPerson > 0 && p.heldLocked(w.person) >= p.cfg.MaxPerPerson
+		if full || capped {
+			// The person's first waiting process outranks an idle
+			// session's: the least recently used one (the person's own
+			// at their share) is stopped to make room. More waiting
+			// processes take free slots only.
+			owner := ""
+			if capped {
+				owner = w.person
+			}
+			if have == 0 {
+				if victims = p.idleLocked(nil, owner); len(victims) > 0 {
+					break
+				}
+			}
 			continue
 		}
 		next = &warmProc{person: w.person, fp: fps[w.person]}
@@ -398,6 +409,10 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 		break
 	}
 	p.mu.Unlock()
+	if len(victims) > 0 {
+		// With the slot free, the next round starts the process.
+		return p.stopForRoom(victims, "a waiting claude")
+	}
 	if next == nil {
 		return false
 	}

@@ -159,7 +159,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.MaxProcesses, "max-processes", 8, "most claude processes alive at once, about 200 MB each (MAJOR_MAX_PROCESSES; 0: no limit)")
 	fs.IntVar(&c.MaxPerPerson, "max-processes-per-person", 0, "most claude processes one person's chats hold at once, so others always get one (MAJOR_MAX_PROCESSES_PER_PERSON; default: half of --max-processes, rounded up)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 15*time.Minute, "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
-	fs.IntVar(&c.Warm, "warm-processes", 1, "claude processes started ahead, in free slots, for each recently active person's next new chat (MAJOR_WARM_PROCESSES; 0: none)")
+	fs.IntVar(&c.Warm, "warm-processes", 1, "claude processes started ahead for each recently active person's next new chat, the first in an idle chat's slot if need be (MAJOR_WARM_PROCESSES; 0: none)")
 	fs.DurationVar(&c.SlotWait, "slot-wait", 30*time.Second, "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
 	fs.DurationVar(&c.TerminalGrace, "terminal-grace", 5*time.Minute, "keep a terminal whose client went away alive this long for it to come back (MAJOR_TERMINAL_GRACE)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*24*time.Hour, "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
