@@ -281,7 +281,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		ConfigProblems: func() int { return len(settings.Check()) },
 		// So do the persons whose chats the machine's policy refuses.
 		StartRefused: func() string { return startRefused(pool.Refused()) },
-		Done:           done,
+		Done:         done,
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
 		Unsandboxed: unsandboxed,
