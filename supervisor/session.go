@@ -39,6 +39,14 @@ const (
 	// EventSlotWait says that the next turn waits for a free process slot
 	// (the Pool is full); its EventTurnStart follows once it has one.
 	EventSlotWait
+	// EventSteered says that a message given to the running turn (Steer)
+	// went in: the CLI handed it to the model. Text is the message,
+	// MessageID its id.
+	EventSteered
+	// EventSteerDropped says that a message given to the running turn
+	// never went in: the turn ended first (interrupted, failed, closed).
+	// Text and MessageID as for EventSteered; the turn's end follows.
+	EventSteerDropped
 )
 
 // Event is what a CLI publishes to its Sink.
@@ -49,8 +57,9 @@ type Event struct {
 	Err         error
 	Interrupted bool
 	Time        time.Time
-	// MessageID is, on EventTurnStart, the id the person's message has in
-	// the CLI's conversation (what RewindFiles takes).
+	// MessageID is, on EventTurnStart, EventSteered and
+	// EventSteerDropped, the id the person's message has in the CLI's
+	// conversation (what RewindFiles takes).
 	MessageID string
 	// Usage is, on EventTurnEnd, what the turn used, when the CLI said.
 	Usage *Usage
@@ -177,6 +186,25 @@ type CLI struct {
 	// one of its turns completes (fork, resume-at).
 	pendingFork     bool
 	pendingResumeAt string
+
+	// turnSent: the running turn's own message is with the CLI; steers
+	// given before wait for it. steers are the messages given to the
+	// running turn that the CLI has not handed to the model yet, in order.
+	turnSent bool
+	steers   []steer
+	// parts is what the results of the running turn's earlier parts
+	// reported (a steer the turn took in after its result runs on).
+	parts struct {
+		turns     int
+		ms, apiMS int64
+	}
+}
+
+// steer is a message given to the running turn.
+type steer struct {
+	id, text string
+	// written: it is with the CLI.
+	written bool
 }
 
 // NewCLI returns an idle CLI; no process runs until the first turn.
@@ -268,6 +296,8 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 	}
 	s.running = true
 	s.interrupting = false
+	s.turnSent = false
+	s.parts.turns, s.parts.ms, s.parts.apiMS = 0, 0, 0
 	s.turn++
 	turn := s.turn
 	s.lastActivity = time.Now()
@@ -316,10 +346,77 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 			return nil
 		}
 		s.touch()
-		err = proc.SendUser(text, id)
+		// A turn of its own: never joined to one the CLI may still be
+		// finishing.
+		err = proc.SendUser(text, id, PriorityLater)
 	}
 	if err != nil {
 		s.endTurn(turn, nil, fmt.Errorf("start turn: %w", err), false)
+		return nil
+	}
+	s.sendSteers(proc, turn)
+	return nil
+}
+
+// sendSteers writes the messages given to turn before its own message
+// was with the CLI.
+func (s *CLI) sendSteers(proc *Process, turn int) {
+	s.mu.Lock()
+	if s.turn != turn || !s.running {
+		s.mu.Unlock()
+		return
+	}
+	s.turnSent = true
+	var early []steer
+	for i := range s.steers {
+		if !s.steers[i].written {
+			s.steers[i].written = true
+			early = append(early, s.steers[i])
+		}
+	}
+	s.mu.Unlock()
+	for _, st := range early {
+		if err := proc.SendUser(st.text, st.id, PriorityNext); err != nil {
+			s.log.Warn().Err(err).Msg("write a message for the running turn")
+		}
+	}
+}
+
+// Steer gives text, a message of the person's with the id id (its id in
+// the conversation), to the running turn: the CLI hands it to the model
+// at the turn's next request, without stopping running tools, or, when
+// the turn makes no further request, runs it right after as part of the
+// same turn (one EventTurnEnd for both). EventSteered says when it went
+// in; a turn that ends first (interrupted, failed) drops it
+// (EventSteerDropped). ErrNotRunning when no turn runs: send it as a
+// turn of its own.
+func (s *CLI) Steer(ctx context.Context, id, text string) error {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return ErrClosed
+	case !s.running || s.interrupting:
+		s.mu.Unlock()
+		return ErrNotRunning
+	}
+	p := s.proc
+	if s.turnSent && p == nil {
+		// The turn's process is gone; its end is on its way.
+		s.mu.Unlock()
+		return ErrNotRunning
+	}
+	st := steer{id: id, text: text, written: s.turnSent}
+	s.steers = append(s.steers, st)
+	s.mu.Unlock()
+	if !st.written {
+		return nil // the turn's own message goes first (Send)
+	}
+	if err := p.SendUser(text, id, PriorityNext); err != nil {
+		s.mu.Lock()
+		s.steers = slices.DeleteFunc(s.steers, func(x steer) bool { return x.id == id })
+		s.mu.Unlock()
+		return fmt.Errorf("steer: %w", err)
 	}
 	return nil
 }
@@ -567,8 +664,27 @@ func (s *CLI) onMessage(p *Process, m *Message) {
 		// mode); the next process starts in the mode it is in now.
 		s.settings.PermissionMode = m.PermissionMode
 	}
+	var steered []steer
+	if m.Type == "command_lifecycle" && (m.State == "started" || m.State == "cancelled") {
+		// A message given to the turn went in, or was withdrawn.
+		for i, st := range s.steers {
+			if st.id == m.CommandUUID {
+				steered = append(steered, st)
+				s.steers = slices.Delete(s.steers, i, i+1)
+				break
+			}
+		}
+	}
+	// A result with messages given to the turn still to go in is not the
+	// turn's end: the CLI runs them now, as the turn's next part.
+	goesOn := m.Type == "result" && s.running && !s.interrupting && len(s.steers) > 0
 	var usage *Usage
-	if m.Type == "result" {
+	if goesOn {
+		s.parts.turns += m.NumTurns
+		s.parts.ms += m.DurationMS
+		s.parts.apiMS += m.DurationAPIMS
+	}
+	if m.Type == "result" && !goesOn {
 		usage = s.turnUsage(m)
 		if !m.IsError {
 			// The conversation the process was started on is now on
@@ -587,7 +703,14 @@ func (s *CLI) onMessage(p *Process, m *Message) {
 	s.touch()
 
 	s.publish(Event{Kind: EventCLI, Msg: m})
-	if m.Type == "result" && running {
+	for _, st := range steered {
+		kind := EventSteered
+		if m.State == "cancelled" {
+			kind = EventSteerDropped
+		}
+		s.publish(Event{Kind: kind, Text: st.text, MessageID: st.id})
+	}
+	if m.Type == "result" && running && !goesOn {
 		s.endTurnUsage(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming", usage)
 	}
 }
@@ -599,7 +722,7 @@ func (s *CLI) turnUsage(m *Message) *Usage {
 	if m.TotalCostUSD == nil && m.ModelUsage == nil {
 		return nil
 	}
-	u := &Usage{NumTurns: m.NumTurns, DurationMS: m.DurationMS, APIDurationMS: m.DurationAPIMS}
+	u := &Usage{NumTurns: m.NumTurns + s.parts.turns, DurationMS: m.DurationMS + s.parts.ms, APIDurationMS: m.DurationAPIMS + s.parts.apiMS}
 	if m.TotalCostUSD != nil {
 		u.CostUSD = max(*m.TotalCostUSD-s.procCost, 0)
 		s.procCost = *m.TotalCostUSD
@@ -675,9 +798,14 @@ func (s *CLI) endTurnUsage(turn int, result *Message, err error, interrupted boo
 	s.lastActivity = time.Now()
 	stopTimer(&s.stallTimer)
 	stopTimer(&s.killTimer)
+	dropped := s.steers
+	s.steers = nil
 	s.mu.Unlock()
 	if err != nil {
 		s.log.Warn().Err(err).Msg("turn ended with an error")
+	}
+	for _, st := range dropped {
+		s.publish(Event{Kind: EventSteerDropped, Text: st.text, MessageID: st.id})
 	}
 	s.publish(Event{Kind: EventTurnEnd, Msg: result, Err: err, Interrupted: interrupted, Usage: usage})
 	if s.cfg.Pool != nil {
@@ -765,7 +893,9 @@ func (s *CLI) Interrupt(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
-	if _, err := p.Request(rctx, "interrupt", nil); err != nil && !errors.Is(err, ErrProcessExited) {
+	// Messages given to the turn that have not gone in end with it, as a
+	// Stop means (cancel_queued; EventSteerDropped says so).
+	if _, err := p.Request(rctx, "interrupt", map[string]any{"cancel_queued": true}); err != nil && !errors.Is(err, ErrProcessExited) {
 		s.log.Warn().Err(err).Msg("interrupt request failed")
 	}
 	return nil

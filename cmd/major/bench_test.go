@@ -87,9 +87,9 @@ func (c *bareCLI) turn(tb testing.TB, text string, t0 time.Time) (first, end tim
 	if t0.IsZero() {
 		t0 = time.Now()
 	}
-	// With a message id, as the server sends it: the CLI keeps a file
-	// checkpoint per identified message.
-	if err := c.proc.SendUser(text, uuid.NewString()); err != nil {
+	// With a message id and a priority, as the server sends it: the CLI
+	// keeps a file checkpoint per identified message.
+	if err := c.proc.SendUser(text, uuid.NewString(), supervisor.PriorityLater); err != nil {
 		tb.Fatal(err)
 	}
 	timeout := time.NewTimer(time.Minute)
