@@ -26,6 +26,7 @@ const (
 	KindBudget      = "budget"       // the session's or the person's budget is spent
 	KindMaxTurns    = "max_turns"    // the message took the most agent turns one may
 	KindConfig      = "config"       // the machine's configuration refuses the session's (managed settings)
+	KindTurnEnded   = "turn_ended"   // a message given to the running turn did not go in before the turn ended
 )
 
 // failure is why a turn failed, as clients get it.

@@ -85,15 +85,20 @@ func formBool(vals url.Values, key string) (bool, error) {
 }
 
 // chatRequest is the body of chat-stream, chat and the messages endpoint.
+// Steer gives the message to the session's running turn, if one runs.
 type chatRequest struct {
 	Message     string `json:"message"`
 	SessionID   string `json:"session_id"`
 	Interactive bool   `json:"interactive"`
+	Steer       bool   `json:"steer"`
 }
 
 func (r *chatRequest) fromForm(v url.Values) (err error) {
 	r.Message, r.SessionID = v.Get("message"), v.Get("session_id")
-	r.Interactive, err = formBool(v, "interactive")
+	if r.Interactive, err = formBool(v, "interactive"); err != nil {
+		return err
+	}
+	r.Steer, err = formBool(v, "steer")
 	return err
 }
 

@@ -371,7 +371,13 @@ func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t
 	if attach && req.Interactive {
 		detach = chat.AttachInteractive()
 	}
-	t, err = s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened})
+	o := relay.SubmitOptions{Stream: true, Opened: opened}
+	if req.Steer && !opened {
+		// Into the running turn, whose rest is this message's answer.
+		t, _, err = s.cfg.Registry.Steer(chat, req.Message, o)
+	} else {
+		t, err = s.cfg.Registry.Submit(chat, req.Message, o)
+	}
 	if err != nil {
 		detach()
 		s.fail(c, err)
@@ -663,7 +669,7 @@ func typeFilter(spec string) (func(*relay.Event) bool, error) {
 }
 
 // postMessage starts a turn without holding a stream open, or queues it
-// behind the running one.
+// behind the running one, or with steer gives it to the running one.
 func (s *Server) postMessage(c *gin.Context) {
 	chat, ok := s.session(c)
 	if !ok {
@@ -671,6 +677,10 @@ func (s *Server) postMessage(c *gin.Context) {
 	}
 	var req chatRequest
 	if !s.bind(c, &req) {
+		return
+	}
+	if req.Steer {
+		s.steerMessage(c, chat, req.Message)
 		return
 	}
 	// Over budget now: refused at once, never queued.
@@ -899,4 +909,35 @@ func (s *Server) usage(c *gin.Context) {
 		days = n
 	}
 	c.JSON(http.StatusOK, s.cfg.Registry.Usage(personOf(c), days))
+}
+
+// steerMessage gives a posted message to the session's running turn (202
+// {session_id, after, queue_id, queued: false, steered: true}; the
+// steered event says when it went in, a refused one of kind turn_ended
+// that it never did); with no turn running it is posted as any message,
+// with steered false.
+func (s *Server) steerMessage(c *gin.Context, chat *relay.Session, message string) {
+	// Over budget now: refused at once.
+	if err := s.cfg.Registry.Admit(chat, message); err != nil {
+		s.fail(c, err)
+		return
+	}
+	seq := chat.Stream().Seq()
+	t, steered, err := s.cfg.Registry.Steer(chat, message, relay.SubmitOptions{})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !steered && !t.Queued() {
+		select {
+		case <-t.Started():
+		case <-c.Request.Context().Done():
+			return
+		}
+		if err := t.Err(); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	c.JSON(http.StatusAccepted, gin.H{"session_id": chat.ID, "after": seq, "queue_id": t.ID, "queued": t.Queued(), "steered": steered})
 }

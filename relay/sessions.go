@@ -277,6 +277,8 @@ type Session struct {
 	// with (CanUseTool), for the drafts' view of the turn.
 	policy atomic.Pointer[AskPolicy]
 	queue  turnQueue
+	// steers are the messages given to the running turn (see steer.go).
+	steers []*Ticket
 	// ctx bounds the starts of this chat's turns; dispatch starts one.
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -410,7 +412,7 @@ func (c *Session) apply(ev supervisor.Event) {
 	if ev.Kind != supervisor.EventCLI || ev.Msg == nil || ev.Msg.Type != "stream_event" {
 		c.flushText()
 	}
-	var started *Event
+	var started, published *Event
 	for _, o := range c.hold.Apply(c.viewDraft(ev, c.tr.Translate(ev))) {
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Kind == supervisor.EventTurnEnd && c.refused != nil {
 			// The gateway refused a model request for a spent budget: the
@@ -435,7 +437,9 @@ func (c *Session) apply(ev supervisor.Event) {
 		if o.BeginTurn {
 			started = e
 		}
+		published = e
 	}
+	c.steerSees(ev, published)
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
 		c.startTicket(started, ev.Text, ev.Time)
@@ -521,6 +525,8 @@ func (c *Session) observe(ev *Event, body clientevent.Body) {
 			c.title = clientevent.OneLine(e.Message, 80)
 		}
 		c.turnText.Reset()
+	case ev.Type == "steered":
+		c.observeSteered(ev, body)
 	case ev.Type == "text":
 		e, ok := body.(clientevent.Text)
 		if !ok {
