@@ -59,8 +59,14 @@ export class Api {
     return this.request('POST', '/api/claude/sessions');
   }
 
-  postMessage(id, message) {
-    return this.request('POST', this.session(id) + '/messages', { message });
+  // postMessage sends a message: it starts a turn, or waits behind the
+  // running one; with steer it goes into the running one.
+  postMessage(id, message, steer = false) {
+    return this.request('POST', this.session(id) + '/messages', steer ? { message, steer: true } : { message });
+  }
+
+  cancelQueued(id, queueID) {
+    return this.request('DELETE', this.session(id) + '/queue/' + encodeURIComponent(queueID));
   }
 
   setModel(id, model) {
@@ -103,4 +109,5 @@ export const SHOWN_TYPES = [
   'turn_start', 'text', 'status', 'tool', 'done', 'error',
   'question', 'question_answered', 'permission', 'permission_answered',
   'draft', 'draft_answered', 'settings', 'refused', 'rate_limit',
+  'queued', 'queue_cancelled', 'steered',
 ];
