@@ -278,6 +278,18 @@ func (p *Pool) idleLocked(except *CLI, owner string) []*CLI {
 	return out
 }
 
+// latestLocked is person's most recently used session with a live
+// process, or nil.
+func (p *Pool) latestLocked(person string) *CLI {
+	var latest *CLI
+	for _, s := range p.live {
+		if s.Person() == person && (latest == nil || s.LastActivity().After(latest.LastActivity())) {
+			latest = s
+		}
+	}
+	return latest
+}
+
 // unreserve gives back a reservation of s whose process never started.
 func (p *Pool) unreserve(s *CLI) {
 	p.mu.Lock()

@@ -389,14 +389,13 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 		if full || capped {
 			// The person's first waiting process outranks an idle
 			// session's: the least recently used one (the person's own
-			// at their share) is stopped to make room. More waiting
-			// processes take free slots only.
-			owner := ""
-			if capped {
-				owner = w.person
-			}
+			// at their share) is stopped to make room, but never the
+			// person's most recently used chat, which their next message
+			// most likely continues (with a share of one, that chat
+			// keeps its process). More waiting processes take free
+			// slots only.
 			if have == 0 {
-				if victims = p.idleLocked(nil, owner); len(victims) > 0 {
+				if victims = p.warmVictimsLocked(w.person, capped); len(victims) > 0 {
 					break
 				}
 			}
@@ -428,6 +427,18 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// warmVictimsLocked are the idle sessions whose processes may make room
+// for person's one waiting process, least recently used first: the
+// person's own when they are at their share (capped), anyone's
+// otherwise; never the person's most recently used session.
+func (p *Pool) warmVictimsLocked(person string, capped bool) []*CLI {
+	owner := ""
+	if capped {
+		owner = person
+	}
+	return p.idleLocked(p.latestLocked(person), owner)
 }
 
 // startWarm starts and initialises w's process. It is in the pool (as
