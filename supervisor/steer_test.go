@@ -138,7 +138,9 @@ func TestSteerThroughCLI(t *testing.T) {
 			return rec.Count(func(ev supervisor.Event) bool { return ev.Kind == supervisor.EventCLI && pred(ev.Msg) }) > 0
 		})
 	}
-	streaming := func(m *supervisor.Message) bool { return m.Type == "stream_event" && m.Event != nil && m.Event.Type == "message_start" }
+	streaming := func(m *supervisor.Message) bool {
+		return m.Type == "stream_event" && m.Event != nil && m.Event.Type == "message_start"
+	}
 	ticked := func(m *supervisor.Message) bool {
 		return m.Type == "stream_event" && m.Event != nil && m.Event.Delta != nil && strings.Contains(m.Event.Delta.Text, "tick")
 	}
