@@ -13,7 +13,9 @@ import (
 // own. Another turn's tool result is answered as usual.
 func TestStepsDirective(t *testing.T) {
 	t.Parallel()
-	user := func(blocks ...map[string]any) map[string]any { return map[string]any{"role": "user", "content": blocks} }
+	user := func(blocks ...map[string]any) map[string]any {
+		return map[string]any{"role": "user", "content": blocks}
+	}
 	text := func(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
 	result := func(id string) map[string]any {
 		return map[string]any{"type": "tool_result", "tool_use_id": id, "content": "No files found"}
