@@ -197,6 +197,10 @@ type CLI struct {
 	parts struct {
 		turns     int
 		ms, apiMS int64
+		// last is the result the turn went on past, while no part has
+		// started after it: if the messages it waited for are withdrawn
+		// instead, it ends the turn.
+		last *Message
 	}
 }
 
@@ -297,7 +301,7 @@ func (s *CLI) Send(ctx context.Context, text string) error {
 	s.running = true
 	s.interrupting = false
 	s.turnSent = false
-	s.parts.turns, s.parts.ms, s.parts.apiMS = 0, 0, 0
+	s.parts.turns, s.parts.ms, s.parts.apiMS, s.parts.last = 0, 0, 0, nil
 	s.turn++
 	turn := s.turn
 	s.lastActivity = time.Now()
@@ -674,19 +678,33 @@ func (s *CLI) onMessage(p *Process, m *Message) {
 				break
 			}
 		}
+		if m.State == "started" {
+			s.parts.last = nil
+		}
 	}
 	// A result with messages given to the turn still to go in is not the
 	// turn's end: the CLI runs them now, as the turn's next part.
 	goesOn := m.Type == "result" && s.running && !s.interrupting && len(s.steers) > 0
-	var usage *Usage
+	end := m
 	if goesOn {
 		s.parts.turns += m.NumTurns
 		s.parts.ms += m.DurationMS
 		s.parts.apiMS += m.DurationAPIMS
+		s.parts.last = m
 	}
-	if m.Type == "result" && !goesOn {
-		usage = s.turnUsage(m)
-		if !m.IsError {
+	if m.Type == "command_lifecycle" && m.State == "cancelled" && len(steered) > 0 && len(s.steers) == 0 && s.parts.last != nil {
+		// What the turn went on for was withdrawn before it ran: the
+		// result it went past ends it after all.
+		end = s.parts.last
+		s.parts.turns -= end.NumTurns
+		s.parts.ms -= end.DurationMS
+		s.parts.apiMS -= end.DurationAPIMS
+	}
+	var usage *Usage
+	ends := end.Type == "result" && !goesOn
+	if ends {
+		usage = s.turnUsage(end)
+		if !end.IsError {
 			// The conversation the process was started on is now on
 			// disk: a later resume continues it as it is.
 			if s.pendingFork {
@@ -710,8 +728,8 @@ func (s *CLI) onMessage(p *Process, m *Message) {
 		}
 		s.publish(Event{Kind: kind, Text: st.text, MessageID: st.id})
 	}
-	if m.Type == "result" && running && !goesOn {
-		s.endTurnUsage(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming", usage)
+	if ends && running {
+		s.endTurnUsage(turn, end, nil, interrupted || end.TerminalReason == "aborted_streaming", usage)
 	}
 }
 

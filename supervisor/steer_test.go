@@ -111,7 +111,8 @@ func TestPriorityOnThePinnedCLI(t *testing.T) {
 //     after it as part of the same turn (two results, one turn end);
 //   - one given before an interrupt never reaches the model: the turn
 //     ends interrupted, EventSteerDropped says so, and it does not run
-//     afterwards;
+//     afterwards; one the CLI is told to withdraw ends the same way, and
+//     the turn with its one result;
 //   - with no turn running there is nothing to steer (ErrNotRunning).
 func TestSteerThroughCLI(t *testing.T) {
 	t.Parallel()
@@ -199,6 +200,28 @@ func TestSteerThroughCLI(t *testing.T) {
 			}
 			if steered, dropped, ends, results := kinds(rec, id); steered != 1 || dropped != 0 || ends != 1 || results != 2 {
 				t.Fatalf("steered %d, dropped %d, turn ends %d, results %d; want 1, 0, 1, 2", steered, dropped, ends, results)
+			}
+		}},
+		{"withdrawn before it went in", func(t *testing.T, s *supervisor.CLI, rec *clitest.Recorder) {
+			send(t, s, "[[slow 20 100]]")
+			waitCLI(t, rec, ticked)
+			id := uuid.NewString()
+			if err := s.Steer(context.Background(), id, "[[say withdrawn]]"); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := s.Control(ctx, "cancel_async_message", map[string]any{"message_uuid": id}); err != nil {
+				t.Fatal(err)
+			}
+			if end := rec.WaitEnd(t, time.Minute); end.Err != nil || end.Msg == nil {
+				t.Fatalf("turn end %+v", end)
+			}
+			if got := rec.Text(); strings.Contains(got, "withdrawn") {
+				t.Fatalf("the withdrawn message ran: %q", got)
+			}
+			if steered, dropped, ends, results := kinds(rec, id); steered != 0 || dropped != 1 || ends != 1 || results != 1 {
+				t.Fatalf("steered %d, dropped %d, turn ends %d, results %d; want 0, 1, 1, 1", steered, dropped, ends, results)
 			}
 		}},
 		{"dropped by an interrupt", func(t *testing.T, s *supervisor.CLI, rec *clitest.Recorder) {
