@@ -190,6 +190,8 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		status, msg = http.StatusNotFound, "no such waiting message; it may have started already"
 	case errors.Is(err, relay.ErrCancelled):
 		status, msg = http.StatusConflict, "the message was cancelled before it ran"
+	case errors.Is(err, relay.ErrNotSteered):
+		status, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, supervisor.ErrNotRunning):
 		status, msg = http.StatusConflict, "the session is not running a turn"
 	case errors.Is(err, supervisor.ErrClosed):
