@@ -76,6 +76,12 @@ type Pool struct {
 
 	starts, warmStarts, taken int64
 
+	// settling is, per person, until when the replacement of a waiting
+	// process a session took waits: until that session's turn has shown
+	// its first output (settled), so the two starts do not share the
+	// cores while the person waits for it.
+	settling map[string]time.Time
+
 	// refused is, per person, the last start of theirs the CLI refused
 	// (see StartRefused), until one of theirs starts.
 	refused map[string]StartRefused
@@ -91,7 +97,7 @@ func NewPool(cfg PoolConfig) *Pool {
 		cfg.SlotWait = 30 * time.Second
 	}
 	p := &Pool{cfg: cfg, log: cfg.Logger, live: map[*Process]*CLI{}, reserved: map[string]int{},
-		warm: map[*warmProc]struct{}{}, active: map[string]time.Time{}, refused: map[string]StartRefused{},
+		warm: map[*warmProc]struct{}{}, active: map[string]time.Time{}, refused: map[string]StartRefused{}, settling: map[string]time.Time{},
 		changed: make(chan struct{}), stop: make(chan struct{})}
 	if cfg.PIDDir != "" {
 		if err := os.MkdirAll(cfg.PIDDir, 0o700); err != nil {

@@ -187,6 +187,9 @@ type CLI struct {
 	pendingFork     bool
 	pendingResumeAt string
 
+	// adopted: the running turn runs in a process taken from the warm
+	// pool, whose replacement waits for the turn's first output.
+	adopted bool
 	// turnSent: the running turn's own message is with the CLI; steers
 	// given before wait for it. steers are the messages given to the
 	// running turn that the CLI has not handed to the model yet, in order.
@@ -429,11 +432,21 @@ func (s *CLI) Steer(ctx context.Context, id, text string) error {
 // whether it did. The process started without --resume: its conversation
 // becomes the session's, and its id is recorded from the turn's first
 // message like any other.
-func (s *CLI) adopt() bool {
+func (s *CLI) adopt() (ok bool) {
 	w := s.cfg.Pool.take(s)
 	if w == nil {
 		return false
 	}
+	defer func() {
+		if !ok {
+			// Nothing of this session's runs in it: its replacement
+			// need not wait.
+			s.mu.Lock()
+			s.adopted = false
+			s.mu.Unlock()
+			s.cfg.Pool.settled(s.Person())
+		}
+	}()
 	var h Handlers
 	if s.cfg.Handlers != nil {
 		h = s.cfg.Handlers(s)
@@ -446,6 +459,7 @@ func (s *CLI) adopt() bool {
 	closed := s.closed
 	if !closed {
 		s.proc = w.proc
+		s.adopted = true
 	}
 	s.mu.Unlock()
 	if closed {
@@ -668,6 +682,13 @@ func (s *CLI) onMessage(p *Process, m *Message) {
 		// mode); the next process starts in the mode it is in now.
 		s.settings.PermissionMode = m.PermissionMode
 	}
+	// The turn's first output: the replacement of the waiting process it
+	// took may start now.
+	settle := s.adopted && (m.Type == "assistant" || m.Type == "result" ||
+		(m.Type == "stream_event" && m.Event != nil && m.Event.Type == "content_block_delta"))
+	if settle {
+		s.adopted = false
+	}
 	var steered []steer
 	if m.Type == "command_lifecycle" && (m.State == "started" || m.State == "cancelled") {
 		// A message given to the turn went in, or was withdrawn.
@@ -719,6 +740,9 @@ func (s *CLI) onMessage(p *Process, m *Message) {
 	interrupted := s.interrupting
 	s.mu.Unlock()
 	s.touch()
+	if settle {
+		s.cfg.Pool.settled(s.Person())
+	}
 
 	s.publish(Event{Kind: EventCLI, Msg: m})
 	for _, st := range steered {
@@ -818,7 +842,12 @@ func (s *CLI) endTurnUsage(turn int, result *Message, err error, interrupted boo
 	stopTimer(&s.killTimer)
 	dropped := s.steers
 	s.steers = nil
+	settle := s.adopted
+	s.adopted = false
 	s.mu.Unlock()
+	if settle {
+		s.cfg.Pool.settled(s.Person())
+	}
 	if err != nil {
 		s.log.Warn().Err(err).Msg("turn ended with an error")
 	}

@@ -238,6 +238,7 @@ func (p *Pool) take(s *CLI) *warmProc {
 		delete(p.warm, got)
 		p.live[got.proc] = s
 		p.taken++
+		p.settling[s.Person()] = time.Now().Add(settleBound)
 	}
 	if got != nil {
 		p.signalLocked()
@@ -255,6 +256,21 @@ func (p *Pool) take(s *CLI) *warmProc {
 	p.signalLocked()
 	p.mu.Unlock()
 	return got
+}
+
+// settleBound bounds how long a replacement waits for the turn that took
+// a waiting process to show its first output.
+const settleBound = 10 * time.Second
+
+// settled lets the replacement of person's waiting process start: the
+// turn that took it has shown its first output, or ended.
+func (p *Pool) settled(person string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.settling[person]; ok {
+		delete(p.settling, person)
+		p.signalLocked()
+	}
 }
 
 // evictWarmLocked takes a ready waiting process (of owner's, unless owner
@@ -374,6 +390,12 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 		}
 		if now.Before(retry[w.person]) {
 			continue
+		}
+		if until, ok := p.settling[w.person]; ok {
+			if now.Before(until) {
+				continue
+			}
+			delete(p.settling, w.person)
 		}
 		have := 0
 		for x := range p.warm {
