@@ -54,7 +54,15 @@ func (s *Registry) Steer(c *Session, text string, o SubmitOptions) (t *Ticket, s
 		return t, false, err
 	}
 	if err := s.Admit(c, text); err != nil {
-		return nil, false, err
+		if !o.Stream {
+			return nil, false, err
+		}
+		// A stream says so in its own way, as for a message that
+		// was refused as it was about to start.
+		t = newTicket(text, s.cfg.Now())
+		t.err = err
+		close(t.started)
+		return t, true, nil
 	}
 	t = newTicket(text, s.cfg.Now())
 	// The message's id in the conversation is its ticket's: the steered
