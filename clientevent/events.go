@@ -177,6 +177,15 @@ type (
 		Kind    string `json:"kind"`
 		Error   string `json:"error"`
 	}
+	// Steered is a message of the person's that went into the running
+	// turn (sent with steer while the turn ran): the model has it from
+	// this point of the turn on. QueueID is the message's id, as its
+	// request was answered.
+	Steered struct {
+		Type    string `json:"type"`
+		QueueID string `json:"queue_id,omitempty"`
+		Message string `json:"message"`
+	}
 	// Rewound is a rewind of the session to before a message.
 	Rewound struct {
 		Type         string   `json:"type"`
@@ -247,6 +256,7 @@ func (Settings) EventType() string   { return "settings" }
 func (RateLimit) EventType() string  { return "rate_limit" }
 func (Refused) EventType() string    { return "refused" }
 func (Rewound) EventType() string    { return "rewound" }
+func (Steered) EventType() string    { return "steered" }
 
 // Marshal encodes v as one line of JSON without escaping <, > and &, so
 // text reads as the model wrote it.

@@ -25,6 +25,8 @@ const (
 	KindFailed      = "failed"       // the turn failed for another reason
 	KindBudget      = "budget"       // the session's or the person's budget is spent
 	KindMaxTurns    = "max_turns"    // the message took the most agent turns one may
+	KindConfig      = "config"       // the machine's configuration refuses the session's (managed settings)
+	KindTurnEnded   = "turn_ended"   // a message given to the running turn did not go in before the turn ended
 )
 
 // failure is why a turn failed, as clients get it.
@@ -168,6 +170,8 @@ func turnFailure(err error) failure {
 		return failure{kind: KindStalled, message: "The assistant stopped responding and was restarted. Please send your message again."}
 	case errors.Is(err, supervisor.ErrClosed):
 		return failure{kind: KindClosed, message: "The session was closed."}
+	case errors.Is(err, supervisor.ErrStartRefused):
+		return failure{kind: KindConfig, message: "This chat cannot start because the Claude Code policy on the server's machine forbids the MCP servers or skills configured for you; please tell whoever runs this server."}
 	case errors.Is(err, supervisor.ErrProcessExited):
 		return failure{kind: KindCrashed, message: "The assistant crashed; your next message continues the conversation."}
 	}

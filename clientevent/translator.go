@@ -78,6 +78,11 @@ func (t *Translator) Translate(ev supervisor.Event) []Out {
 			BeginTurn: true}}
 	case supervisor.EventNotice:
 		return []Out{{Body: Status{Type: "status", Message: ev.Text}}}
+	case supervisor.EventSteered:
+		return []Out{{Body: Steered{Type: "steered", QueueID: ev.MessageID, Message: ev.Text}}}
+	case supervisor.EventSteerDropped:
+		return []Out{{Body: Refused{Type: "refused", QueueID: ev.MessageID, Message: ev.Text, Kind: KindTurnEnded,
+			Error: "The turn ended before your message reached the assistant; send it again if you still want it."}}}
 	case supervisor.EventTurnEnd:
 		return t.turnEnd(ev)
 	case supervisor.EventCLI:

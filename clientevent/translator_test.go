@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,6 +207,9 @@ func TestFailedTurnsAreNamed(t *testing.T) {
 		{"stalled", supervisor.Event{Err: supervisor.ErrStalled}, clientevent.KindStalled, "stopped responding"},
 		{"crashed", supervisor.Event{Err: errors.Join(supervisor.ErrProcessExited, errors.New("signal: killed"))},
 			clientevent.KindCrashed, "crashed"},
+		{"refused by the machine's policy", supervisor.Event{Err: fmt.Errorf("start turn: %w", &supervisor.StartRefused{
+			Reason: "sideload_flags_disabled", Setting: "disableSideloadFlags", Detail: "--plugin-dir is disabled by /etc/claude-code"})},
+			clientevent.KindConfig, "policy on the server's machine forbids the MCP servers or skills"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr := clientevent.NewTranslator("s1")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -81,13 +82,24 @@ func Binary(tb testing.TB) string {
 	if p := os.Getenv("MAJOR_CLAUDE"); p != "" {
 		return resolved(tb, p)
 	}
+	bin := filepath.Join(moduleRoot(tb), ".tools", "claude", "node_modules", ".bin", "claude")
+	if _, err := os.Stat(bin); err != nil {
+		tb.Fatalf("clitest: the claude CLI is not installed at %s: run `make claude` (scripts/install-claude.sh)", bin)
+	}
+	return resolved(tb, bin)
+}
+
+// moduleRoot is the folder of the project's go.mod, above the test's
+// working directory.
+func moduleRoot(tb testing.TB) string {
+	tb.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
+			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -95,11 +107,25 @@ func Binary(tb testing.TB) string {
 		}
 		dir = parent
 	}
-	bin := filepath.Join(dir, ".tools", "claude", "node_modules", ".bin", "claude")
-	if _, err := os.Stat(bin); err != nil {
-		tb.Fatalf("clitest: the claude CLI is not installed at %s: run `make claude` (scripts/install-claude.sh)", bin)
+}
+
+// pin is how scripts/install-claude.sh names the version it installs.
+var pin = regexp.MustCompile(`(?m)^version="\$\{CLAUDE_CODE_VERSION:-([0-9][0-9A-Za-z.+-]*)\}"$`)
+
+// PinnedVersion is the CLI version scripts/install-claude.sh installs,
+// the one place the version is named (e.g. "2.1.332").
+func PinnedVersion(tb testing.TB) string {
+	tb.Helper()
+	script := filepath.Join(moduleRoot(tb), "scripts", "install-claude.sh")
+	b, err := os.ReadFile(script)
+	if err != nil {
+		tb.Fatalf("clitest: %v", err)
 	}
-	return resolved(tb, bin)
+	m := pin.FindSubmatch(b)
+	if m == nil {
+		tb.Fatalf("clitest: %s names no version as version=\"${CLAUDE_CODE_VERSION:-X}\"", script)
+	}
+	return string(m[1])
 }
 
 // resolved is bin with its links followed: the binary a sandbox mounts

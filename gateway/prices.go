@@ -23,7 +23,7 @@ type Price struct {
 	Fast *Price
 }
 
-// The prices below are the ones the pinned CLI (2.1.330) charges: its
+// The prices below are the ones the pinned CLI (2.1.332) charges: its
 // baked-in model catalog (pricing_tiers and each model's tier), its
 // fast-mode table, and what it reports as total_cost_usd, checked for
 // every model of prices_test.go by running the CLI against the scripted

@@ -97,12 +97,13 @@ func TestCommandSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"PreToolUse/*":         `'/opt/it'\''s/major' 'hook' 'vault_guard'`,
-		"PreToolUse/WebFetch":  `'/opt/it'\''s/major' 'hook' 'webfetch_log'`,
-		"PreToolUse/WebSearch": `'/opt/it'\''s/major' 'hook' 'websearch_log'`,
-		"PostToolUse/*":        `'/opt/it'\''s/major' 'hook' 'tool_done'`,
-		"PostToolUseFailure/*": `'/opt/it'\''s/major' 'hook' 'tool_done'`,
-		"Stop/":                `'/opt/it'\''s/major' 'hook' turn_end`,
+		"PreToolUse/*":           `'/opt/it'\''s/major' 'hook' 'vault_guard'`,
+		"PreToolUse/WebFetch":    `'/opt/it'\''s/major' 'hook' 'webfetch_log'`,
+		"PreToolUse/WebSearch":   `'/opt/it'\''s/major' 'hook' 'websearch_log'`,
+		"PostToolUse/*":          `'/opt/it'\''s/major' 'hook' 'tool_done'`,
+		"PostToolUseFailure/*":   `'/opt/it'\''s/major' 'hook' 'tool_done'`,
+		"PreSkillShellCommand/*": `'/opt/it'\''s/major' 'hook' 'skill_shell'`,
+		"Stop/":                  `'/opt/it'\''s/major' 'hook' turn_end`,
 	}
 	got := map[string]string{}
 	for ev, groups := range s.Hooks {

@@ -32,6 +32,8 @@ const (
 	CallbackWebSearchLog = "websearch_log"
 	// CallbackToolDone ends a file tool's lease after it ran or failed.
 	CallbackToolDone = "tool_done"
+	// CallbackSkillShell refuses the shell commands embedded in skills.
+	CallbackSkillShell = "skill_shell"
 )
 
 // Config configures Hooks.
@@ -96,7 +98,8 @@ func New(cfg Config) *Hooks {
 
 // Matchers are the hooks to register in supervisor.Spec.Hooks: the vault
 // guard before every tool (tools without path fields pass straight
-// through) and the audit logs before WebFetch and WebSearch.
+// through), the audit logs before WebFetch and WebSearch, and the refusal
+// of every shell command a skill embeds (PreSkillShellCommand).
 func (h *Hooks) Matchers() map[string][]supervisor.HookMatcher {
 	// The CLI's own hook timeout must outlast ours, or it would give up
 	// on a log that is still being recorded.
@@ -108,8 +111,12 @@ func (h *Hooks) Matchers() map[string][]supervisor.HookMatcher {
 	}
 	done := []supervisor.HookMatcher{{Matcher: "*", HookCallbackIDs: []string{CallbackToolDone}}}
 	return map[string][]supervisor.HookMatcher{
-		"PostToolUse":        done,
-		"PostToolUseFailure": done,
+		// A skill's "!`...`" lines would run in a shell as the skill
+		// loads, past every file tool and the guard; the skills come
+		// from the owner's configuration, but no shell is offered.
+		"PreSkillShellCommand": {{Matcher: "*", HookCallbackIDs: []string{CallbackSkillShell}}},
+		"PostToolUse":          done,
+		"PostToolUseFailure":   done,
 		"PreToolUse": {
 			{Matcher: "*", HookCallbackIDs: []string{CallbackVaultGuard}, Timeout: guardTimeout},
 			{Matcher: "WebFetch", HookCallbackIDs: []string{CallbackWebFetchLog}, Timeout: logTimeout},
@@ -155,6 +162,9 @@ func (h *Hooks) Handle(ctx context.Context, c Caller, req *supervisor.ControlReq
 			}
 		}
 		return proceed(), nil
+	case CallbackSkillShell:
+		log.Warn().RawJSON("input", safeRaw(in.ToolInput)).Msg("a skill's shell command denied")
+		return denyEvent("PreSkillShellCommand", skillShellDenied), nil
 	case CallbackToolDone:
 		if h.cfg.Git != nil {
 			h.cfg.Git.EndWrite(c.ID(), toolUseID(req, in))
@@ -314,14 +324,21 @@ func proceed() json.RawMessage { return json.RawMessage(`{"continue":true}`) }
 // reason the model sees.
 func Deny(reason string) json.RawMessage { return deny(reason) }
 
-func deny(reason string) json.RawMessage {
+func deny(reason string) json.RawMessage { return denyEvent("PreToolUse", reason) }
+
+// denyEvent is the answer of a hook of event that refuses what it asks
+// about, with the reason the model sees.
+func denyEvent(event, reason string) json.RawMessage {
 	out, _ := json.Marshal(map[string]any{"hookSpecificOutput": map[string]string{
-		"hookEventName":            "PreToolUse",
+		"hookEventName":            event,
 		"permissionDecision":       "deny",
 		"permissionDecisionReason": reason,
 	}})
 	return out
 }
+
+// skillShellDenied is what the model reads for a skill's shell command.
+const skillShellDenied = "Shell commands in skills do not run here: there is no shell. Follow the skill's other instructions with the tools you have."
 
 // safeRaw returns raw if it is JSON, so a log line never breaks.
 func safeRaw(raw json.RawMessage) []byte {

@@ -100,6 +100,8 @@ func streamEndMessage(err error) string {
 		return "The server is shutting down; send your message again shortly."
 	case errors.Is(err, relay.ErrCancelled):
 		return "Your message was cancelled before it ran."
+	case errors.Is(err, relay.ErrNotSteered):
+		return "The answer ended before your message reached the assistant; send it again if you still want it."
 	case errors.Is(err, relay.ErrOverBudget):
 		return err.Error()
 	case errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, relay.ErrUnavailable):

@@ -243,3 +243,36 @@ func TestRateLimitEventsReachClients(t *testing.T) {
 		t.Fatalf("rate_limit event %v", got)
 	}
 }
+
+// A message steered into a running turn is checked against the budgets
+// like any other: once the day's budget is spent (here by another chat
+// while the turn ran), POST messages with steer is 402 and a chat-stream
+// with steer ends with the budget's error line; the turn never gets it.
+func TestOverBudgetSteersAreRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{reply: scriptedReply, usage: &supervisor.Usage{CostUSD: 0.6, InputTokens: 100, NumTurns: 1},
+		limits: relay.Limits{PersonDayUSD: 1}})
+	running := h.NewSession(t)
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+running+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != http.StatusAccepted {
+		t.Fatalf("the long turn: %d %v", code, out)
+	}
+	other := h.NewSession(t)
+	for _, text := range []string{"one", "two"} {
+		if code, out := h.Call(t, "POST", "/api/claude/sessions/"+other+"/messages", "sebastian", map[string]any{"message": text}); code != http.StatusAccepted {
+			t.Fatalf("%s: %d %v", text, code, out)
+		}
+		h.waitSpent(t, other, map[string]float64{"one": 0.6, "two": 1.2}[text])
+	}
+	code, out := h.Call(t, "POST", "/api/claude/sessions/"+running+"/messages", "sebastian", map[string]any{"message": "steer me", "steer": true})
+	if code != http.StatusPaymentRequired || !strings.Contains(out["error"].(string), "today's budget") {
+		t.Fatalf("steer over budget: %d %v", code, out)
+	}
+	code, lines := h.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "steer me too", "session_id": running, "steer": true}))
+	if code != 200 || len(lines) == 0 || httpapitest.Str(lines[len(lines)-1], "type") != "error" || !strings.Contains(httpapitest.Str(lines[len(lines)-1], "message"), "budget") {
+		t.Fatalf("chat-stream steer over budget: %d %v", code, lines)
+	}
+	httpapitest.CheckCompat(t, lines)
+	if got := h.fakes.CLI(running).Steered(); len(got) != 0 {
+		t.Fatalf("over-budget messages went into the turn: %q", got)
+	}
+}

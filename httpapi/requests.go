@@ -88,13 +88,15 @@ func formBool(vals url.Values, key string) (bool, error) {
 
 // chatRequest is the body of chat-stream, chat and the messages endpoint.
 // Attachments are the ids of files uploaded ahead, Attach the paths of
-// notes to attach (attachments.go).
+// notes to attach (attachments.go). Steer gives the message to the
+// session's running turn, if one runs (not with files or notes).
 type chatRequest struct {
 	Message     string   `json:"message"`
 	SessionID   string   `json:"session_id"`
 	Interactive bool     `json:"interactive"`
 	Attachments []string `json:"attachments"`
 	Attach      []string `json:"attach"`
+	Steer       bool     `json:"steer"`
 
 	// files counts the files of a multipart body.
 	files int
@@ -103,7 +105,10 @@ type chatRequest struct {
 func (r *chatRequest) fromForm(v url.Values) (err error) {
 	r.Message, r.SessionID = v.Get("message"), v.Get("session_id")
 	r.Attachments, r.Attach = formList(v, "attachments"), formList(v, "attach")
-	r.Interactive, err = formBool(v, "interactive")
+	if r.Interactive, err = formBool(v, "interactive"); err != nil {
+		return err
+	}
+	r.Steer, err = formBool(v, "steer")
 	return err
 }
 
@@ -308,4 +313,11 @@ func (r *rewindRequest) validate() error {
 		return badRequest("nothing to rewind: files is false and conversation is not true")
 	}
 	return nil
+}
+
+// carriesFiles reports whether the message brings files or notes with
+// it: such a message is never steered into a running turn (its content
+// goes with a turn of its own).
+func (r *chatRequest) carriesFiles() bool {
+	return r.files > 0 || len(r.Attachments) > 0 || len(r.Attach) > 0
 }

@@ -43,6 +43,10 @@ type Config struct {
 	// ConfigProblems counts the broken session configuration files, shown
 	// by /readyz (the paths and reasons are in the log); nil: none.
 	ConfigProblems func() int
+	// StartRefused, when set, says why the CLI refuses to start some
+	// persons' chats (the machine's managed settings forbid what their
+	// configuration brings), shown by /readyz; "" when it refuses none.
+	StartRefused func() string
 	// Metrics, when set, is served at /metrics.
 	Metrics http.Handler
 	// Static, when set, serves the web client at /.
@@ -198,6 +202,8 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		status, msg = http.StatusNotFound, "no such waiting message; it may have started already"
 	case errors.Is(err, relay.ErrCancelled):
 		status, msg = http.StatusConflict, "the message was cancelled before it ran"
+	case errors.Is(err, relay.ErrNotSteered):
+		status, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, supervisor.ErrNotRunning):
 		status, msg = http.StatusConflict, "the session is not running a turn"
 	case errors.Is(err, supervisor.ErrClosed):
@@ -328,6 +334,12 @@ func (s *Server) readyz(c *gin.Context) {
 			body["config_problems"] = n
 		}
 	}
+	// Likewise a policy that refuses some persons' chats: the others run.
+	if s.cfg.StartRefused != nil {
+		if why := s.cfg.StartRefused(); why != "" {
+			body["start_refused"] = why
+		}
+	}
 	if s.cfg.Unsandboxed != "" {
 		body["sandbox"], body["warning"] = "off", s.cfg.Unsandboxed
 	}
@@ -388,7 +400,13 @@ func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t
 	if attach && req.Interactive {
 		detach = chat.AttachInteractive()
 	}
-	t, err = s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened, Attached: msg.attached})
+	o := relay.SubmitOptions{Stream: true, Opened: opened, Attached: msg.attached}
+	if req.Steer && !opened && !req.carriesFiles() {
+		// Into the running turn, whose rest is this message's answer.
+		t, _, err = s.cfg.Registry.Steer(chat, req.Message, o)
+	} else {
+		t, err = s.cfg.Registry.Submit(chat, req.Message, o)
+	}
 	msg.settle(t)
 	if err != nil {
 		detach()
@@ -695,7 +713,7 @@ func typeFilter(spec string) (func(*relay.Event) bool, error) {
 }
 
 // postMessage starts a turn without holding a stream open, or queues it
-// behind the running one.
+// behind the running one, or with steer gives it to the running one.
 func (s *Server) postMessage(c *gin.Context) {
 	chat, ok := s.session(c)
 	if !ok {
@@ -704,6 +722,11 @@ func (s *Server) postMessage(c *gin.Context) {
 	var req chatRequest
 	msg, ok := s.bindMessage(c, &req)
 	if !ok {
+		return
+	}
+	if req.Steer && !req.carriesFiles() {
+		msg.settle(nil)
+		s.steerMessage(c, chat, req.Message)
 		return
 	}
 	// Over budget now: refused at once, never queued.
@@ -934,4 +957,35 @@ func (s *Server) usage(c *gin.Context) {
 		days = n
 	}
 	c.JSON(http.StatusOK, s.cfg.Registry.Usage(personOf(c), days))
+}
+
+// steerMessage gives a posted message to the session's running turn (202
+// {session_id, after, queue_id, queued: false, steered: true}; the
+// steered event says when it went in, a refused one of kind turn_ended
+// that it never did); with no turn running it is posted as any message,
+// with steered false.
+func (s *Server) steerMessage(c *gin.Context, chat *relay.Session, message string) {
+	// Over budget now: refused at once.
+	if err := s.cfg.Registry.Admit(chat, message); err != nil {
+		s.fail(c, err)
+		return
+	}
+	seq := chat.Stream().Seq()
+	t, steered, err := s.cfg.Registry.Steer(chat, message, relay.SubmitOptions{})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !steered && !t.Queued() {
+		select {
+		case <-t.Started():
+		case <-c.Request.Context().Done():
+			return
+		}
+		if err := t.Err(); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
+	c.JSON(http.StatusAccepted, gin.H{"session_id": chat.ID, "after": seq, "queue_id": t.ID, "queued": t.Queued(), "steered": steered})
 }

@@ -23,6 +23,11 @@ type CLI interface {
 	// Interrupt stops the running turn; supervisor.ErrNotRunning if none,
 	// and then the end of every turn it ran is published.
 	Interrupt(ctx context.Context) error
+	// Steer gives the person's message with the id id to the running
+	// turn (supervisor.EventSteered follows when it went in,
+	// supervisor.EventSteerDropped if the turn ended first);
+	// supervisor.ErrNotRunning if none runs.
+	Steer(ctx context.Context, id, text string) error
 	// SetWaiting marks the running turn as waiting for the person.
 	SetWaiting(waiting bool)
 	// State reports whether a turn runs or waits.

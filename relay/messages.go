@@ -31,7 +31,9 @@ type RichMessage struct {
 	// Content is the whole text: the person's message, or every text
 	// the assistant wrote in the turn.
 	Content string `json:"content"`
-	// Parts are the assistant's texts and tool calls, in order.
+	// Parts are the assistant's texts and tool calls, in order, and the
+	// person's messages that went into the turn while it ran (steered)
+	// where they went in.
 	Parts []RichPart `json:"parts,omitempty"`
 	// Outcome is running, success, interrupted or error (assistant only).
 	Outcome    string     `json:"outcome,omitempty"`
@@ -40,9 +42,11 @@ type RichMessage struct {
 	DurationMS int64      `json:"duration_ms,omitempty"`
 }
 
-// RichPart is a text or a tool call with its result.
+// RichPart is a text, a tool call with its result, or a message of the
+// person's that went into the running turn (steered: Text is the
+// message).
 type RichPart struct {
-	Type  string          `json:"type"` // text or tool
+	Type  string          `json:"type"` // text, tool or steered
 	Text  string          `json:"text,omitempty"`
 	ID    string          `json:"id,omitempty"`
 	Name  string          `json:"name,omitempty"`
@@ -69,7 +73,7 @@ func (c *Session) Messages() []RichMessage {
 	cur := -1 // index of the assistant message of the turn being read
 	for _, ev := range c.stream.Events(0) {
 		switch ev.Type {
-		case "turn_start", "text", "tool", "tool_result", "done", "error":
+		case "turn_start", "text", "tool", "tool_result", "steered", "done", "error":
 		case "imported":
 			var e importedEvent
 			if json.Unmarshal(ev.Line, &e) == nil {
@@ -136,6 +140,8 @@ func (c *Session) Messages() []RichMessage {
 			}
 		case "tool":
 			assistant.Parts = append(assistant.Parts, RichPart{Type: "tool", ID: e.ID, Name: e.Name, Input: e.Input})
+		case "steered":
+			assistant.Parts = append(assistant.Parts, RichPart{Type: "steered", Text: e.Message})
 		case "tool_result":
 			for i := range assistant.Parts {
 				p := &assistant.Parts[i]
@@ -167,7 +173,9 @@ func (c *Session) Messages() []RichMessage {
 			// Each event was redacted alone; a path the model wrote
 			// across deltas is whole only in the text they make.
 			p.Text = c.redact.Text(p.Text)
-			sb.WriteString(p.Text)
+			if p.Type == "text" {
+				sb.WriteString(p.Text)
+			}
 		}
 		out[i].Content = sb.String()
 	}

@@ -318,6 +318,8 @@ type Session struct {
 	// with (CanUseTool), for the drafts' view of the turn.
 	policy atomic.Pointer[AskPolicy]
 	queue  turnQueue
+	// steers are the messages given to the running turn (see steer.go).
+	steers []*Ticket
 	// ctx bounds the starts of this chat's turns; dispatch starts one.
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -455,7 +457,7 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 	if ev.Kind != supervisor.EventCLI || ev.Msg == nil || ev.Msg.Type != "stream_event" {
 		c.flushTextLocked()
 	}
-	var started *Event
+	var started, published *Event
 	for _, o := range c.hold.Apply(c.viewDraftLocked(ev, c.tr.Translate(ev))) {
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Kind == supervisor.EventTurnEnd && c.refused != nil {
 			// The gateway refused a model request for a spent budget: the
@@ -483,7 +485,9 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 		if o.BeginTurn {
 			started = e
 		}
+		published = e
 	}
+	c.steerSees(ev, published)
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
 		c.startTicketLocked(started, ev.Text, ev.Time)
@@ -604,6 +608,8 @@ func (h *chatHistory) observe(ev *Event, body clientevent.Body) {
 		h.at[ev.Turn] = len(h.messages)
 		h.messages = append(h.messages, ChatMessage{Role: "user", Content: compatUserContent(e.Message, e.Attachments)})
 		h.turnText.Reset()
+	case ev.Type == "steered":
+		h.observeSteered(ev, body)
 	case ev.Type == "text":
 		e, ok := body.(clientevent.Text)
 		if !ok {

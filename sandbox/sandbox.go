@@ -18,6 +18,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,7 +68,18 @@ type Config struct {
 	// home): a named path that is one or holds one is never mounted; what
 	// is inside may be (a program in ~/bin).
 	Homes []string
+	// ManagedSettings is the host folder of Claude Code's managed
+	// settings (the machine's policy for every claude), mounted read-only
+	// at ManagedSettingsDir in every sandbox, where the CLI reads them;
+	// default ManagedSettingsDir under Root. A folder that does not exist
+	// is left out.
+	ManagedSettings string
 }
+
+// ManagedSettingsDir is where the CLI reads its managed settings on Linux
+// (managed-settings.json and managed-settings.d/): the machine's policy,
+// which holds for the sandboxed CLI as for any other.
+const ManagedSettingsDir = "/etc/claude-code"
 
 // New finds bwrap and checks that it can make a sandbox here, by making
 // one: a trivial command run in exactly the namespaces and mounts every
@@ -87,6 +99,16 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	}
 	s := &Sandbox{bwrap: path, system: systemMounts(cfg.Root)}
 	s.private, s.homes = cleaned(cfg.Private), cleaned(cfg.Homes)
+	managed := cfg.ManagedSettings
+	if managed == "" {
+		managed = filepath.Join(cmp.Or(cfg.Root, "/"), ManagedSettingsDir)
+	}
+	if st, err := os.Stat(managed); err == nil && st.IsDir() {
+		if s.overlapsPrivate(managed) {
+			return nil, fmt.Errorf("the managed settings folder %s is, holds or is inside a folder of the server's (vault, state or configuration): every sandbox would see it", managed)
+		}
+		s.system = append(s.system, "--ro-bind", managed, ManagedSettingsDir)
+	}
 	if err := s.probe(ctx); err != nil {
 		return nil, err
 	}

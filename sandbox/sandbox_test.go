@@ -222,3 +222,43 @@ func TestHomesAreNotMountedWhole(t *testing.T) {
 		t.Errorf("refused %q", got)
 	}
 }
+
+// The machine's Claude Code managed settings (its policy) are where the
+// CLI reads them inside every sandbox, read-only; a folder of the
+// server's is never offered as them.
+func TestManagedSettingsReachTheSandbox(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	managed := filepath.Join(root, "managed")
+	state := filepath.Join(root, "state")
+	for _, d := range []string{managed, state} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(managed, "managed-settings.json"), []byte(`{"policy":"machine"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandbox.New(context.Background(), sandbox.Config{ManagedSettings: managed, Private: []string{state}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "cat " + sandbox.ManagedSettingsDir + "/managed-settings.json; echo; echo x > " + sandbox.ManagedSettingsDir + "/managed-settings.json 2>&1 || echo read-only"
+	argv := sb.Command(sandbox.Box{Dir: t.TempDir()}, "/bin/sh", "-c", script)
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got := string(out); !strings.HasPrefix(got, `{"policy":"machine"}`) || !strings.Contains(got, "read-only") {
+		t.Fatalf("inside: %q", got)
+	}
+
+	for _, bad := range []string{state, filepath.Join(state, "policy")} {
+		if err := os.MkdirAll(bad, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sandbox.New(context.Background(), sandbox.Config{ManagedSettings: bad, Private: []string{state}}); err == nil {
+			t.Errorf("%s, a folder of the server's, was taken as the managed settings", bad)
+		}
+	}
+}

@@ -27,11 +27,19 @@ import (
 //	[[cost N]]              answer, reporting N input tokens of usage
 //	[[usage {json}]]        answer, reporting this usage (cache tokens,
 //	                        server_tool_use, ...; see Reply.Usage)
+//	[[steps N MS]]          a turn of N tool calls (Glob), each request
+//	                        answered after MS milliseconds, then "STEPS
+//	                        DONE; heard: ..." with every text the person
+//	                        sent since the directive, so a message handed
+//	                        to the running turn shows
 //
 // A message with no directive gets a short offline answer, and a request
 // that carries tool results is answered "RESULT<<...>>" with their text, so
 // a test can see what the CLI handed back to the model.
 func Script(req Request) Reply {
+	if r, ok := steps(req); ok {
+		return r
+	}
 	text := req.LastUserText()
 	// The CLI may put a tool result and the person's next message in one
 	// user message (after an interrupted tool call): typed text wins.
@@ -103,6 +111,9 @@ func Script(req Request) Reply {
 			return Text("script error: usage is not a JSON object: " + err.Error())
 		}
 		return Reply{Blocks: []ReplyBlock{{Text: "an answer with usage"}}, Usage: u}
+	case "steps":
+		_, ms := stepsArgs(args)
+		return step(1, ms)
 	case "malformed":
 		return Reply{Blocks: []ReplyBlock{{Text: "partial answer"}}, Malformed: true}
 	}
@@ -154,6 +165,80 @@ func directive(text string) (name, args string, ok bool) {
 	body := strings.TrimSpace(text[start+2 : end])
 	name, args, _ = strings.Cut(body, " ")
 	return name, strings.TrimSpace(args), name != ""
+}
+
+// steps answers a request in the middle of a [[steps N MS]] turn: the
+// turn's opening message (the last user message the person typed, not a
+// tool result) holds the directive, and the request carries a tool
+// result. Messages handed to the running turn come in beside the tool
+// results, so they do not open a turn.
+func steps(req Request) (Reply, bool) {
+	if len(req.ToolResults()) == 0 {
+		return Reply{}, false
+	}
+	open := -1
+	for i, m := range req.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		typed, results := false, false
+		for _, b := range m.Content {
+			typed = typed || (b.Type == "text" && !strings.HasPrefix(b.Text, "<system-reminder>"))
+			results = results || b.Type == "tool_result"
+		}
+		if typed && !results {
+			open = i
+		}
+	}
+	if open < 0 {
+		return Reply{}, false
+	}
+	var args string
+	for _, b := range req.Messages[open].Content {
+		if name, a, ok := directive(b.Text); ok && name == "steps" {
+			args = a
+		}
+	}
+	if args == "" {
+		return Reply{}, false
+	}
+	n, ms := stepsArgs(args)
+	done := 0
+	var heard []string
+	for _, m := range req.Messages[open+1:] {
+		for _, b := range m.Content {
+			switch {
+			case m.Role == "assistant" && b.Type == "tool_use":
+				done++
+			case m.Role == "user" && b.Type == "text" && !strings.HasPrefix(b.Text, "<system-reminder>"):
+				heard = append(heard, b.Text)
+			}
+		}
+	}
+	if done < n {
+		return step(done+1, ms), true
+	}
+	return Text("STEPS DONE; heard: " + strings.Join(heard, " | ")), true
+}
+
+// stepsArgs reads "N MS" (default 4 steps, 500 ms each).
+func stepsArgs(args string) (n, ms int) {
+	n, ms = 4, 500
+	f := strings.Fields(args)
+	if len(f) > 0 {
+		n, _ = strconv.Atoi(f[0])
+	}
+	if len(f) > 1 {
+		ms, _ = strconv.Atoi(f[1])
+	}
+	return max(n, 1), ms
+}
+
+// step is the i-th tool call of a [[steps]] turn, answered after ms.
+func step(i, ms int) Reply {
+	r := ToolUse("Glob", map[string]any{"pattern": fmt.Sprintf("step-%d-*", i)})
+	r.Delay = time.Duration(ms) * time.Millisecond
+	return r
 }
 
 // AskInput is the AskUserQuestion input that [[ask]] and [[ask-multi]] send.

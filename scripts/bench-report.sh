@@ -22,7 +22,7 @@ printf '%s\n' "$out" | awk '
 		for (i = 3; i < NF; i++) {
 			u = $(i+1)
 			if (u == "x-baseline") { line = line sprintf(" %8s x-baseline", $i); found++ }
-			else if (u == "x-same-cli") line = line sprintf("  %s x-same-cli", $i)
+			else if (u ~ /^x-/) line = line sprintf("  %s %s", $i, u)
 			else if (u ~ /-(ms|us)$|B\/session$/) line = line sprintf("  %s %s", $i, u)
 		}
 		print line

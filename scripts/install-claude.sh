@@ -4,7 +4,7 @@
 # pinned version is already there.
 set -euo pipefail
 
-version="${CLAUDE_CODE_VERSION:-2.1.330}"
+version="${CLAUDE_CODE_VERSION:-2.1.332}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="$root/.tools/claude"
 bin="$prefix/node_modules/.bin/claude"

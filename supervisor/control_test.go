@@ -225,7 +225,7 @@ exit 3
 	if _, err := p.Request(ctx, "interrupt", nil); !errors.Is(err, ErrProcessExited) {
 		t.Fatalf("request after exit: %v", err)
 	}
-	if err := p.SendUser("hi", nil, ""); !errors.Is(err, ErrProcessExited) {
+	if err := p.SendUser("hi", nil, "", PriorityLater); !errors.Is(err, ErrProcessExited) {
 		t.Fatalf("send after exit: %v", err)
 	}
 }

@@ -47,6 +47,11 @@ type Message struct {
 	UUID string `json:"uuid,omitempty"`
 	// rate_limit_event
 	RateLimitInfo json.RawMessage `json:"rate_limit_info,omitempty"`
+	// command_lifecycle: what became of the user message with the id
+	// CommandUUID (queued, started: handed to the model, completed,
+	// cancelled, ...).
+	CommandUUID string `json:"command_uuid,omitempty"`
+	State       string `json:"state,omitempty"`
 
 	// A failed API call: the result and the assistant message the CLI
 	// makes up for it carry the HTTP status and the API's error type; the

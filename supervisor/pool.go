@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -46,11 +47,17 @@ type PoolConfig struct {
 	Logger zerolog.Logger
 }
 
-// Pool shares a bounded number of CLI process slots among sessions. When
-// it is full, a turn that needs a process stops the least recently used
-// idle session's process; if none is idle, it waits up to SlotWait. A
-// person at MaxPerPerson stops one of their own idle processes, or waits
-// for one of their own turns to end.
+// Pool shares a bounded number of CLI process slots among sessions. Which
+// process is worth its slot, first to last: a running turn's; then one
+// process of the warm pool for each recently active person (see Warm);
+// then idle sessions' processes, the most recently used first, and any
+// further processes of the warm pool. So when it is full, a turn that
+// needs a process stops the least recently used idle session's process,
+// else a waiting one of the warm pool, else waits up to SlotWait; and the
+// warm pool stops the least recently used idle session's process to start
+// a person's one waiting process. A person at MaxPerPerson gives up one of
+// their own, or waits for one of their own turns to end. The stopped
+// sessions resume on their next turn.
 type Pool struct {
 	cfg PoolConfig
 	log zerolog.Logger
@@ -69,6 +76,16 @@ type Pool struct {
 
 	starts, warmStarts, taken int64
 
+	// settling is, per person, until when the replacement of a waiting
+	// process a session took waits: until that session's turn has shown
+	// its first output (settled), so the two starts do not share the
+	// cores while the person waits for it.
+	settling map[string]time.Time
+
+	// refused is, per person, the last start of theirs the CLI refused
+	// (see StartRefused), until one of theirs starts.
+	refused map[string]StartRefused
+
 	stop    chan struct{}
 	stopped sync.WaitGroup
 	once    sync.Once
@@ -80,7 +97,7 @@ func NewPool(cfg PoolConfig) *Pool {
 		cfg.SlotWait = 30 * time.Second
 	}
 	p := &Pool{cfg: cfg, log: cfg.Logger, live: map[*Process]*CLI{}, reserved: map[string]int{},
-		warm: map[*warmProc]struct{}{}, active: map[string]time.Time{},
+		warm: map[*warmProc]struct{}{}, active: map[string]time.Time{}, refused: map[string]StartRefused{}, settling: map[string]time.Time{},
 		changed: make(chan struct{}), stop: make(chan struct{})}
 	if cfg.PIDDir != "" {
 		if err := os.MkdirAll(cfg.PIDDir, 0o700); err != nil {
@@ -180,39 +197,28 @@ func (p *Pool) acquireFor(ctx context.Context, person string, self *CLI, waiting
 		if capped {
 			owner = person
 		}
-		// A process waiting in the warm pool goes first: it holds no
-		// conversation. Its slot passes to this turn at once, and the
-		// turn's process starts once it is gone.
-		if w := p.evictWarmLocked(owner); w != nil {
-			p.reserved[person]++
-			p.mu.Unlock()
-			log := p.log.Info().Str("person", w.person)
-			if self != nil {
-				log = log.Str("session", self.ID())
-			}
-			log.Msg("stopped a waiting claude to free a slot")
-			w.stop()
-			return nil
-		}
-		starting := p.startingWarmLocked(owner)
 		victims := p.idleLocked(self, owner)
-		if starting {
-			// One of the warm pool's is about to be ready, and then
-			// evictable: wait for it rather than stop a session's.
-			victims = nil
+		if len(victims) == 0 {
+			// No idle session's process: one the warm pool started
+			// goes, as it holds no conversation. Its slot passes to this
+			// turn at once, and the turn's process starts once it is
+			// gone; one still starting is waited for.
+			if w := p.evictWarmLocked(owner); w != nil {
+				p.reserved[person]++
+				p.mu.Unlock()
+				log := p.log.Info().Str("person", w.person)
+				if self != nil {
+					log = log.Str("session", self.ID())
+				}
+				log.Msg("stopped a waiting claude to free a slot")
+				w.stop()
+				return nil
+			}
 		}
 		changed := p.changed
 		p.mu.Unlock()
 
-		evicted := false
-		for _, v := range victims {
-			if v.StopIfIdle() {
-				p.log.Info().Str("session", v.ID()).Msg("stopped the least recently used idle claude to free a slot")
-				evicted = true
-				break
-			}
-		}
-		if evicted {
+		if p.stopForRoom(victims, "a turn") {
 			continue
 		}
 		if !waited {
@@ -234,6 +240,37 @@ func (p *Pool) acquireFor(ctx context.Context, person string, self *CLI, waiting
 	}
 }
 
+// stopForRoom stops the process of the first of victims that is still
+// idle, for what (a turn, a waiting process), and reports whether it did.
+// It returns once the pool has forgotten the process, so the slot is free
+// when the caller looks again.
+func (p *Pool) stopForRoom(victims []*CLI, what string) bool {
+	for _, v := range victims {
+		proc := v.stopIdle()
+		if proc == nil {
+			continue
+		}
+		p.log.Info().Str("session", v.ID()).Str("for", what).Msg("stopped the least recently used idle claude to free a slot; its next turn resumes it")
+		for {
+			p.mu.Lock()
+			_, counted := p.live[proc]
+			changed := p.changed
+			p.mu.Unlock()
+			if !counted {
+				return true
+			}
+			// The process is gone (Close returned), and the pool hears
+			// of it from its reaper in a moment.
+			select {
+			case <-changed:
+			case <-p.stop:
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // idleLocked lists sessions with a live, idle process (of owner's, unless
 // owner is ""), least recently used first.
 func (p *Pool) idleLocked(except *CLI, owner string) []*CLI {
@@ -245,6 +282,18 @@ func (p *Pool) idleLocked(except *CLI, owner string) []*CLI {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LastActivity().Before(out[j].LastActivity()) })
 	return out
+}
+
+// latestLocked is person's most recently used session with a live
+// process, or nil.
+func (p *Pool) latestLocked(person string) *CLI {
+	var latest *CLI
+	for _, s := range p.live {
+		if s.Person() == person && (latest == nil || s.LastActivity().After(latest.LastActivity())) {
+			latest = s
+		}
+	}
+	return latest
 }
 
 // unreserve gives back a reservation of c whose process never started.
@@ -349,6 +398,45 @@ func (p *Pool) reap() {
 			}
 		}
 	}
+}
+
+// noteRefusal reads why proc, a process of person's that exited while
+// starting, refused to start; a refusal is logged with the managed
+// setting behind it and kept for Refused. nil if it was no refusal. A nil
+// Pool only reads.
+func (p *Pool) noteRefusal(person string, proc *Process, log zerolog.Logger) *StartRefused {
+	<-proc.Done()
+	r := startRefusal(proc.StderrTail())
+	if r == nil {
+		return nil
+	}
+	log.Error().Str("person", person).Str("managed_setting", r.Setting).Str("reason", r.Reason).Str("detail", r.Detail).
+		Msg("claude refused to start: the machine's Claude Code managed settings forbid what this person's sessions bring along (their configured MCP servers or skills)")
+	if p != nil {
+		p.mu.Lock()
+		p.refused[person] = *r
+		p.mu.Unlock()
+	}
+	return r
+}
+
+// noteStarted forgets person's refused start: one of theirs started.
+func (p *Pool) noteStarted(person string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	delete(p.refused, person)
+	p.mu.Unlock()
+}
+
+// Refused is, per person, the last start of theirs the CLI refused
+// because of the machine's managed settings, while none of theirs has
+// started since.
+func (p *Pool) Refused() map[string]StartRefused {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.refused)
 }
 
 // Close stops the reaper and the warm pool, and every process still

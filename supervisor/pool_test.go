@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -41,5 +42,53 @@ func TestPoolHoldCountsAgainstTheLimits(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	} else {
 		r()
+	}
+}
+
+// A person's waiting process makes room in the least recently used idle
+// session's slot: their own at their share, anyone's when the server is
+// full; never in their most recently used session's, so with a share of
+// one their chat keeps its process.
+func TestWarmVictims(t *testing.T) {
+	t.Parallel()
+	p := NewPool(PoolConfig{})
+	defer p.Close()
+	now := time.Now()
+	session := func(id, person string, ago time.Duration) *CLI {
+		s := NewCLI(CLIConfig{ID: id, Person: person})
+		s.lastActivity = now.Add(-ago)
+		p.live[&Process{}] = s
+		return s
+	}
+	ids := func(v []*CLI) []string {
+		var out []string
+		for _, s := range v {
+			out = append(out, s.ID())
+		}
+		return out
+	}
+	session("petra-old", "petra", 3*time.Hour)
+	session("seb-old", "sebastian", 2*time.Hour)
+	session("seb-mid", "sebastian", time.Hour)
+	session("seb-latest", "sebastian", time.Minute)
+	cases := []struct {
+		name   string
+		person string
+		capped bool
+		want   []string
+	}{
+		{"at their share: their own, never the latest", "sebastian", true, []string{"seb-old", "seb-mid"}},
+		{"server full: anyone's, never their latest", "sebastian", false, []string{"petra-old", "seb-old", "seb-mid"}},
+		{"a share of one keeps its chat", "petra", true, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p.mu.Lock()
+			got := ids(p.warmVictimsLocked(tc.person, tc.capped))
+			p.mu.Unlock()
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("victims %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

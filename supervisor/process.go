@@ -123,12 +123,32 @@ func (p *Process) Request(ctx context.Context, subtype string, body map[string]a
 	return p.router.request(ctx, subtype, body)
 }
 
-// SendUser writes one user message; uuid, when set, is its id in the
-// conversation (file checkpoints are keyed by it). blocks, when there are
-// any, are content blocks (image, document, text, in the Messages API's
+// Priority says when the CLI hands a user message to the model, relative
+// to the turn it may be running. Every message the server writes names
+// one: a message without it joins a running turn, as PriorityNext does.
+type Priority string
+
+// The priorities of the CLI's stream-json input (2.1.332).
+const (
+	// PriorityNow interrupts the running turn and answers the message at
+	// once.
+	PriorityNow Priority = "now"
+	// PriorityNext hands the message to the model at the running turn's
+	// next request, without stopping running tools; a turn that makes no
+	// further request takes it in as a turn of its own right after.
+	PriorityNext Priority = "next"
+	// PriorityLater runs the message as a turn of its own once the
+	// running turn (if any) has ended; with no turn running, at once.
+	PriorityLater Priority = "later"
+)
+
+// SendUser writes one user message with a priority; uuid, when set, is
+// its id in the conversation (file checkpoints are keyed by it, and the
+// CLI's command_lifecycle messages name it). blocks, when there are any,
+// are content blocks (image, document, text, in the Messages API's
 // format) that come before the text in the message.
-func (p *Process) SendUser(text string, blocks []json.RawMessage, uuid string) error {
-	_, err := p.sendUserIf(text, blocks, uuid, nil)
+func (p *Process) SendUser(text string, blocks []json.RawMessage, uuid string, priority Priority) error {
+	_, err := p.sendUserIf(text, blocks, uuid, priority, nil)
 	return err
 }
 
@@ -152,12 +172,13 @@ func userContent(text string, blocks []json.RawMessage) any {
 // right before the write with the write lock held: until the write is
 // done the process cannot be reaped, so what ok saw of it still holds.
 // It reports whether the message was written.
-func (p *Process) sendUserIf(text string, blocks []json.RawMessage, uuid string, ok func() bool) (bool, error) {
+func (p *Process) sendUserIf(text string, blocks []json.RawMessage, uuid string, priority Priority, ok func() bool) (bool, error) {
 	msg := map[string]any{
 		"type":               "user",
 		"message":            map[string]any{"role": "user", "content": userContent(text, blocks)},
 		"parent_tool_use_id": nil,
 		"session_id":         "",
+		"priority":           priority,
 	}
 	if uuid != "" {
 		msg["uuid"] = uuid

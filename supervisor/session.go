@@ -40,6 +40,14 @@ const (
 	// EventSlotWait says that the next turn waits for a free process slot
 	// (the Pool is full); its EventTurnStart follows once it has one.
 	EventSlotWait
+	// EventSteered says that a message given to the running turn (Steer)
+	// went in: the CLI handed it to the model. Text is the message,
+	// MessageID its id.
+	EventSteered
+	// EventSteerDropped says that a message given to the running turn
+	// never went in: the turn ended first (interrupted, failed, closed).
+	// Text and MessageID as for EventSteered; the turn's end follows.
+	EventSteerDropped
 )
 
 // Event is what a CLI publishes to its Sink.
@@ -53,8 +61,9 @@ type Event struct {
 	Err         error
 	Interrupted bool
 	Time        time.Time
-	// MessageID is, on EventTurnStart, the id the person's message has in
-	// the CLI's conversation (what RewindFiles takes).
+	// MessageID is, on EventTurnStart, EventSteered and
+	// EventSteerDropped, the id the person's message has in the CLI's
+	// conversation (what RewindFiles takes).
 	MessageID string
 	// Usage is, on EventTurnEnd, what the turn used, when the CLI said.
 	Usage *Usage
@@ -246,6 +255,32 @@ type CLI struct {
 	// one of its turns completes (fork, resume-at).
 	pendingFork     bool
 	pendingResumeAt string
+
+	// adopted: the running turn runs in a process taken from the warm
+	// pool, whose replacement waits for the turn's first output.
+	adopted bool
+	// turnSent: the running turn's own message is with the CLI; steers
+	// given before wait for it. steers are the messages given to the
+	// running turn that the CLI has not handed to the model yet, in order.
+	turnSent bool
+	steers   []steer
+	// parts is what the results of the running turn's earlier parts
+	// reported (a steer the turn took in after its result runs on).
+	parts struct {
+		turns     int
+		ms, apiMS int64
+		// last is the result the turn went on past, while no part has
+		// started after it: if the messages it waited for are withdrawn
+		// instead, it ends the turn.
+		last *Message
+	}
+}
+
+// steer is a message given to the running turn.
+type steer struct {
+	id, text string
+	// written: it is with the CLI.
+	written bool
 }
 
 // NewCLI returns an idle CLI; no process runs until the first turn.
@@ -353,6 +388,8 @@ func (c *CLI) SendContent(ctx context.Context, text string, blocks []json.RawMes
 	defer cancel()
 	c.cancelWait = cancel
 	c.lastActivity = time.Now()
+	c.turnSent = false
+	c.parts.turns, c.parts.ms, c.parts.apiMS, c.parts.last = 0, 0, 0, nil
 	var stale *Process
 	if c.proc != nil && c.limitsChangedLocked() {
 		// The CLI fixes its limits at start: a new process, resuming
@@ -404,7 +441,7 @@ func (c *CLI) SendContent(ctx context.Context, text string, blocks []json.RawMes
 		return nil
 	}
 	c.step(StepBeforeWrite, proc)
-	sent, err := proc.sendUserIf(text, blocks, id, func() bool { return c.claimWrite(turn, proc) })
+	sent, err := proc.sendUserIf(text, blocks, id, PriorityLater, func() bool { return c.claimWrite(turn, proc) })
 	switch {
 	case sent:
 		c.touch()
@@ -419,6 +456,73 @@ func (c *CLI) SendContent(ctx context.Context, text string, blocks []json.RawMes
 		// published and its message goes nowhere. Or its process was
 		// replaced under it, which only an end does; end it anyway.
 		c.endTurn(turn, nil, fmt.Errorf("start turn: %w", ErrProcessExited), false)
+	}
+	if sent {
+		// Messages given to the turn before its own was with the CLI.
+		c.sendSteers(proc, turn)
+	}
+	return nil
+}
+
+// sendSteers writes the messages given to turn before its own message
+// was with the CLI.
+func (c *CLI) sendSteers(proc *Process, turn int) {
+	c.mu.Lock()
+	if c.turn != turn || !c.running {
+		c.mu.Unlock()
+		return
+	}
+	c.turnSent = true
+	var early []steer
+	for i := range c.steers {
+		if !c.steers[i].written {
+			c.steers[i].written = true
+			early = append(early, c.steers[i])
+		}
+	}
+	c.mu.Unlock()
+	for _, st := range early {
+		if err := proc.SendUser(st.text, nil, st.id, PriorityNext); err != nil {
+			c.log.Warn().Err(err).Msg("write a message for the running turn")
+		}
+	}
+}
+
+// Steer gives text, a message of the person's with the id id (its id in
+// the conversation), to the running turn: the CLI hands it to the model
+// at the turn's next request, without stopping running tools, or, when
+// the turn makes no further request, runs it right after as part of the
+// same turn (one EventTurnEnd for both). EventSteered says when it went
+// in; a turn that ends first (interrupted, failed) drops it
+// (EventSteerDropped). ErrNotRunning when no turn runs: send it as a
+// turn of its own.
+func (c *CLI) Steer(ctx context.Context, id, text string) error {
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return ErrClosed
+	case !c.running || c.interrupting:
+		c.mu.Unlock()
+		return ErrNotRunning
+	}
+	p := c.proc
+	if c.turnSent && p == nil {
+		// The turn's process is gone; its end is on its way.
+		c.mu.Unlock()
+		return ErrNotRunning
+	}
+	st := steer{id: id, text: text, written: c.turnSent}
+	c.steers = append(c.steers, st)
+	c.mu.Unlock()
+	if !st.written {
+		return nil // the turn's own message goes first (Send)
+	}
+	if err := p.SendUser(text, nil, id, PriorityNext); err != nil {
+		c.mu.Lock()
+		c.steers = slices.DeleteFunc(c.steers, func(x steer) bool { return x.id == id })
+		c.mu.Unlock()
+		return fmt.Errorf("steer: %w", err)
 	}
 	return nil
 }
@@ -507,11 +611,21 @@ func (c *CLI) claimWrite(turn int, p *Process) bool {
 // whether it did. The process started without --resume: its conversation
 // becomes the session's, and its id is recorded from the turn's first
 // message like any other.
-func (c *CLI) adopt() bool {
+func (c *CLI) adopt() (ok bool) {
 	w := c.cfg.Pool.take(c)
 	if w == nil {
 		return false
 	}
+	defer func() {
+		if !ok {
+			// Nothing of this session's runs in it: its replacement
+			// need not wait.
+			c.mu.Lock()
+			c.adopted = false
+			c.mu.Unlock()
+			c.cfg.Pool.settled(c.Person())
+		}
+	}()
 	var h Handlers
 	if c.cfg.Handlers != nil {
 		h = c.cfg.Handlers(c)
@@ -524,6 +638,7 @@ func (c *CLI) adopt() bool {
 	closed := c.closed
 	if !closed {
 		c.proc = w.proc
+		c.adopted = true
 	}
 	c.mu.Unlock()
 	if closed {
@@ -725,11 +840,15 @@ func (c *CLI) spawn(ctx context.Context, resume string) (*Process, error) {
 	if err != nil {
 		p.Kill()
 		_ = p.Close()
+		if r := c.cfg.Pool.noteRefusal(c.Person(), p, c.log); r != nil {
+			return nil, fmt.Errorf("start claude: %w", r)
+		}
 		if errors.Is(err, ErrProcessExited) {
 			return nil, fmt.Errorf("initialize: %w", p.Err())
 		}
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
+	c.cfg.Pool.noteStarted(c.Person())
 	return p, nil
 }
 
@@ -754,10 +873,50 @@ func (c *CLI) onMessage(p *Process, m *Message) {
 		// mode); the next process starts in the mode it is in now.
 		c.settings.PermissionMode = m.PermissionMode
 	}
+	// The turn's first output: the replacement of the waiting process it
+	// took may start now.
+	settle := c.adopted && (m.Type == "assistant" || m.Type == "result" ||
+		(m.Type == "stream_event" && m.Event != nil && m.Event.Type == "content_block_delta"))
+	if settle {
+		c.adopted = false
+	}
+	var steered []steer
+	if m.Type == "command_lifecycle" && (m.State == "started" || m.State == "cancelled") {
+		// A message given to the turn went in, or was withdrawn.
+		for i, st := range c.steers {
+			if st.id == m.CommandUUID {
+				steered = append(steered, st)
+				c.steers = slices.Delete(c.steers, i, i+1)
+				break
+			}
+		}
+		if m.State == "started" {
+			c.parts.last = nil
+		}
+	}
+	// A result with messages given to the turn still to go in is not the
+	// turn's end: the CLI runs them now, as the turn's next part.
+	goesOn := m.Type == "result" && c.running && !c.interrupting && len(c.steers) > 0
+	end := m
+	if goesOn {
+		c.parts.turns += m.NumTurns
+		c.parts.ms += m.DurationMS
+		c.parts.apiMS += m.DurationAPIMS
+		c.parts.last = m
+	}
+	if m.Type == "command_lifecycle" && m.State == "cancelled" && len(steered) > 0 && len(c.steers) == 0 && c.parts.last != nil {
+		// What the turn went on for was withdrawn before it ran: the
+		// result it went past ends it after all.
+		end = c.parts.last
+		c.parts.turns -= end.NumTurns
+		c.parts.ms -= end.DurationMS
+		c.parts.apiMS -= end.DurationAPIMS
+	}
 	var usage *Usage
-	if m.Type == "result" {
-		usage = c.turnUsageLocked(m)
-		if !m.IsError {
+	ends := end.Type == "result" && !goesOn
+	if ends {
+		usage = c.turnUsageLocked(end)
+		if !end.IsError {
 			// The conversation the process was started on is now on
 			// disk: a later resume continues it as it is.
 			if c.pendingFork {
@@ -770,14 +929,24 @@ func (c *CLI) onMessage(p *Process, m *Message) {
 	}
 	// A result ends the turn whose message went to this process; one
 	// that comes before it (or between turns) ends nothing.
-	turn, ends := c.turn, c.running && c.written
+	turn, running := c.turn, c.running && c.written
 	interrupted := c.interrupting
 	c.mu.Unlock()
 	c.touch()
+	if settle {
+		c.cfg.Pool.settled(c.Person())
+	}
 
 	c.publish(Event{Kind: EventCLI, Msg: m})
-	if m.Type == "result" && ends {
-		c.endTurnUsage(turn, m, nil, interrupted || m.TerminalReason == "aborted_streaming", usage)
+	for _, st := range steered {
+		kind := EventSteered
+		if m.State == "cancelled" {
+			kind = EventSteerDropped
+		}
+		c.publish(Event{Kind: kind, Text: st.text, MessageID: st.id})
+	}
+	if ends && running {
+		c.endTurnUsage(turn, end, nil, interrupted || end.TerminalReason == "aborted_streaming", usage)
 	}
 }
 
@@ -788,7 +957,7 @@ func (c *CLI) turnUsageLocked(m *Message) *Usage {
 	if m.TotalCostUSD == nil && m.ModelUsage == nil {
 		return nil
 	}
-	u := &Usage{NumTurns: m.NumTurns, DurationMS: m.DurationMS, APIDurationMS: m.DurationAPIMS}
+	u := &Usage{NumTurns: m.NumTurns + c.parts.turns, DurationMS: m.DurationMS + c.parts.ms, APIDurationMS: m.DurationAPIMS + c.parts.apiMS}
 	if m.TotalCostUSD != nil {
 		u.CostUSD = max(*m.TotalCostUSD-c.procCost, 0)
 		c.procCost = *m.TotalCostUSD
@@ -870,9 +1039,19 @@ func (c *CLI) endTurnUsage(turn int, result *Message, err error, interrupted boo
 	c.lastActivity = time.Now()
 	stopTimer(&c.stallTimer)
 	stopTimer(&c.killTimer)
+	dropped := c.steers
+	c.steers = nil
+	settle := c.adopted
+	c.adopted = false
 	c.mu.Unlock()
+	if settle {
+		c.cfg.Pool.settled(c.Person())
+	}
 	if err != nil {
 		c.log.Warn().Err(err).Msg("turn ended with an error")
+	}
+	for _, st := range dropped {
+		c.publish(Event{Kind: EventSteerDropped, Text: st.text, MessageID: st.id})
 	}
 	c.publish(Event{Kind: EventTurnEnd, Turn: turn, Msg: result, Err: err, Interrupted: interrupted, Usage: usage})
 	if c.cfg.Pool != nil {
@@ -981,7 +1160,9 @@ func (c *CLI) Interrupt(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
-	if _, err := p.Request(rctx, "interrupt", nil); err != nil && !errors.Is(err, ErrProcessExited) {
+	// Messages given to the turn that have not gone in end with it, as a
+	// Stop means (cancel_queued; EventSteerDropped says so).
+	if _, err := p.Request(rctx, "interrupt", map[string]any{"cancel_queued": true}); err != nil && !errors.Is(err, ErrProcessExited) {
 		c.log.Warn().Err(err).Msg("interrupt request failed")
 	}
 	return nil
@@ -1026,7 +1207,19 @@ func (c *CLI) Configure(ctx context.Context, set Settings) error {
 		_, err = p.Request(ctx, "set_model", map[string]any{"model": set.Model})
 	}
 	if err == nil && set.PermissionMode != old.PermissionMode && set.PermissionMode != "" {
-		_, err = p.Request(ctx, "set_permission_mode", map[string]any{"mode": set.PermissionMode})
+		var raw json.RawMessage
+		raw, err = p.Request(ctx, "set_permission_mode", map[string]any{"mode": set.PermissionMode})
+		if mode := modeInEffect(raw); err == nil && mode != "" && mode != set.PermissionMode {
+			// The CLI may put another mode in effect than the one asked
+			// for; the session has the one it is in.
+			c.log.Info().Str("asked", set.PermissionMode).Str("mode", mode).Msg("the CLI put another permission mode in effect")
+			c.mu.Lock()
+			if c.settings == set {
+				c.settings.PermissionMode = mode
+			}
+			c.mu.Unlock()
+			set.PermissionMode = mode
+		}
 	}
 	if err == nil && set.MaxThinkingTokens != old.MaxThinkingTokens {
 		var n any
@@ -1050,6 +1243,22 @@ func (c *CLI) Configure(ctx context.Context, set Settings) error {
 		return fmt.Errorf("configure claude: %w", err)
 	}
 	return nil
+}
+
+// modeInEffect is the mode of the CLI's answer to set_permission_mode
+// ({mode}; "manual" is its other name for "default"), or "" when the
+// answer names none (an older CLI answers with no payload).
+func modeInEffect(answer json.RawMessage) string {
+	var a struct {
+		Mode string `json:"mode"`
+	}
+	if json.Unmarshal(answer, &a) != nil {
+		return ""
+	}
+	if a.Mode == "manual" {
+		return "default"
+	}
+	return a.Mode
 }
 
 // ResumeAt makes the next turn continue the conversation from the entry
@@ -1157,11 +1366,14 @@ func (c *CLI) Notice(text string) {
 
 // StopIfIdle ends the live process if no turn runs, keeping the session:
 // the next turn resumes. It reports whether it stopped one.
-func (c *CLI) StopIfIdle() bool {
+func (c *CLI) StopIfIdle() bool { return c.stopIdle() != nil }
+
+// stopIdle is StopIfIdle; it returns the process it stopped, or nil.
+func (c *CLI) stopIdle() *Process {
 	c.mu.Lock()
 	if c.running || c.holding || c.proc == nil {
 		c.mu.Unlock()
-		return false
+		return nil
 	}
 	p := c.proc
 	// Detached first, so a turn starting now spawns a fresh process
@@ -1171,7 +1383,7 @@ func (c *CLI) StopIfIdle() bool {
 	if err := p.Close(); err != nil {
 		c.log.Warn().Err(err).Msg("stop idle claude")
 	}
-	return true
+	return p
 }
 
 // Close ends the session and its process; it is idempotent.

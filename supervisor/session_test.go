@@ -137,6 +137,7 @@ func (p *probeHandlers) handlers(*supervisor.CLI) supervisor.Handlers {
 //   - set_permission_mode and set_model are answered, an unknown control
 //     request gets the CLI's error matched by id, and the next turn uses
 //     the new model;
+//   - the session's permission mode is the one the CLI says is in effect;
 //   - a 2 MB answer arrives intact, streamed, as one assistant line of
 //     over 2 MB (far past any fixed line buffer) and as the result.
 func TestSessionThroughCLI(t *testing.T) {
@@ -262,6 +263,20 @@ func TestSessionThroughCLI(t *testing.T) {
 		reqs := env.Model.Requests()
 		if got := reqs[len(reqs)-1].Model; got != "claude-test-model" {
 			t.Fatalf("model after set_model: %q", got)
+		}
+	})
+	t.Run("the permission mode in effect", func(t *testing.T) {
+		// The CLI answers set_permission_mode with the mode it put in
+		// effect: "manual" is its other name for "default".
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		set := s.Settings()
+		set.PermissionMode = "manual"
+		if err := s.Configure(ctx, set); err != nil {
+			t.Fatalf("configure: %v", err)
+		}
+		if got := s.Settings().PermissionMode; got != "default" {
+			t.Fatalf("the session's permission mode is %q, want the CLI's answer default", got)
 		}
 	})
 	t.Run("big assistant text", func(t *testing.T) {

@@ -238,6 +238,7 @@ func (p *Pool) take(c *CLI) *warmProc {
 		delete(p.warm, got)
 		p.live[got.proc] = c
 		p.taken++
+		p.settling[c.Person()] = time.Now().Add(settleBound)
 	}
 	if got != nil {
 		p.signalLocked()
@@ -255,6 +256,21 @@ func (p *Pool) take(c *CLI) *warmProc {
 	p.signalLocked()
 	p.mu.Unlock()
 	return got
+}
+
+// settleBound bounds how long a replacement waits for the turn that took
+// a waiting process to show its first output.
+const settleBound = 10 * time.Second
+
+// settled lets the replacement of person's waiting process start: the
+// turn that took it has shown its first output, or ended.
+func (p *Pool) settled(person string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.settling[person]; ok {
+		delete(p.settling, person)
+		p.signalLocked()
+	}
 }
 
 // evictWarmLocked takes a ready waiting process (of owner's, unless owner
@@ -276,17 +292,6 @@ func (p *Pool) evictWarmLocked(owner string) *warmProc {
 	return victim
 }
 
-// startingWarmLocked reports whether a waiting process (of owner's, unless
-// owner is "") is still starting: once ready it can be evicted.
-func (p *Pool) startingWarmLocked(owner string) bool {
-	for w := range p.warm {
-		if w.proc == nil && (owner == "" || w.person == owner) {
-			return true
-		}
-	}
-	return false
-}
-
 // stop ends a waiting process at once: it holds no conversation yet.
 func (w *warmProc) stop() {
 	if w.proc == nil {
@@ -297,8 +302,9 @@ func (w *warmProc) stop() {
 }
 
 // warmLoop keeps the warm pool filled: for each recently active person,
-// PerPerson ready processes with the current configuration, in free slots
-// only, and never while a turn waits for a slot.
+// PerPerson ready processes with the current configuration (the first in
+// the slot of an idle session's process if need be, the others in free
+// slots only), never while a turn waits for a slot.
 func (p *Pool) warmLoop() {
 	defer p.stopped.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -325,8 +331,9 @@ func (p *Pool) warmLoop() {
 	}
 }
 
-// fillWarm starts at most one waiting process and reports whether it
-// did; it also stops the waiting processes nobody needs any more.
+// fillWarm starts at most one waiting process, or stops the idle
+// session's process whose slot one needs, and reports whether it did
+// either; it also stops the waiting processes nobody needs any more.
 func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 	if ctx.Err() != nil {
 		return false
@@ -375,12 +382,20 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 	}
 	var next *warmProc
 	var launch WarmLaunch
+	var victims []*CLI
 	for _, w := range persons {
-		if p.waiters > 0 || (p.cfg.Max > 0 && p.totalLocked() >= p.cfg.Max) {
+		if p.waiters > 0 {
+			// A turn waiting for a slot outranks every waiting process.
 			break
 		}
 		if now.Before(retry[w.person]) {
 			continue
+		}
+		if until, ok := p.settling[w.person]; ok {
+			if now.Before(until) {
+				continue
+			}
+			delete(p.settling, w.person)
 		}
 		have := 0
 		for x := range p.warm {
@@ -388,7 +403,24 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 				have++
 			}
 		}
-		if have >= cfg.PerPerson || (p.cfg.MaxPerPerson > 0 && p.heldLocked(w.person) >= p.cfg.MaxPerPerson) {
+		if have >= cfg.PerPerson {
+			continue
+		}
+		full := p.cfg.Max > 0 && p.totalLocked() >= p.cfg.Max
+		capped := p.cfg.MaxPerPerson > 0 && p.heldLocked(w.person) >= p.cfg.MaxPerPerson
+		if full || capped {
+			// The person's first waiting process outranks an idle
+			// session's: the least recently used one (the person's own
+			// at their share) is stopped to make room, but never the
+			// person's most recently used chat, which their next message
+			// most likely continues (with a share of one, that chat
+			// keeps its process). More waiting processes take free
+			// slots only.
+			if have == 0 {
+				if victims = p.warmVictimsLocked(w.person, capped); len(victims) > 0 {
+					break
+				}
+			}
 			continue
 		}
 		next = &warmProc{person: w.person, fp: fps[w.person]}
@@ -398,6 +430,10 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 		break
 	}
 	p.mu.Unlock()
+	if len(victims) > 0 {
+		// With the slot free, the next round starts the process.
+		return p.stopForRoom(victims, "a waiting claude")
+	}
 	if next == nil {
 		return false
 	}
@@ -413,6 +449,18 @@ func (p *Pool) fillWarm(ctx context.Context, retry map[string]time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// warmVictimsLocked are the idle sessions whose processes may make room
+// for person's one waiting process, least recently used first: the
+// person's own when they are at their share (capped), anyone's
+// otherwise; never the person's most recently used session.
+func (p *Pool) warmVictimsLocked(person string, capped bool) []*CLI {
+	owner := ""
+	if capped {
+		owner = person
+	}
+	return p.idleLocked(p.latestLocked(person), owner)
 }
 
 // startWarm starts and initialises w's process. It is in the pool (as
@@ -465,8 +513,12 @@ func (p *Pool) startWarm(ctx context.Context, w *warmProc, l WarmLaunch) error {
 	if _, err := proc.Request(ictx, "initialize", l.Spec.initializeBody()); err != nil {
 		proc.Kill()
 		<-w.exited
+		if r := p.noteRefusal(w.person, proc, p.log); r != nil {
+			return fmt.Errorf("start claude: %w", r)
+		}
 		return fmt.Errorf("initialize: %w", err)
 	}
+	p.noteStarted(w.person)
 	p.mu.Lock()
 	_, kept := p.warm[w]
 	if kept && ctx.Err() == nil {

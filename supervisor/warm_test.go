@@ -172,8 +172,10 @@ func sampleMost(tb testing.TB, env *clitest.Env, pool *warmPool) (most func() in
 //   - a waiting process started with another configuration never serves
 //     a session and is replaced;
 //   - a brand-new CLI knowing only the conversation id (as after a server
-//     restart) resumes it, and when the pool is full a waiting process
-//     gives its slot up to it;
+//     restart) resumes it; when the pool is full the least recently used
+//     idle session gives its slot up to it, and a waiting process only
+//     when no session is idle; a recently active person's waiting process
+//     then comes back in an idle session's slot;
 //   - there are never more processes than the limit, and nothing the
 //     pool started outlives it.
 func TestWarmPoolThroughCLI(t *testing.T) {
@@ -352,8 +354,10 @@ func TestWarmPoolThroughCLI(t *testing.T) {
 			t.Fatalf("petra's waiting processes changed: %v, were %v", got, petraWaiting)
 		}
 	})
-	step("new CLI resumes, and a waiting process yields its slot", func(t *testing.T) {
-		id := s.CLISessionID()
+	// A session of the test's, not of the step's: it lives on.
+	rec2 := clitest.NewRecorder()
+	s2 := pooledSession(t, env, pool, "sebastian", "restarted", s.CLISessionID(), rec2)
+	step("new CLI resumes in the slot of the least recently used idle session", func(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -366,26 +370,48 @@ func TestWarmPoolThroughCLI(t *testing.T) {
 		if st := pool.Stats(); st.Live != limit || st.Warm != 2 {
 			t.Fatalf("stats before the resume: %+v, want a full pool with two waiting", st)
 		}
-		rec2 := clitest.NewRecorder()
-		s2 := pooledSession(t, env, pool, "sebastian", "restarted", id, rec2)
 		if got := rec2.Turn(t, s2, "[[recall]]"); !strings.HasPrefix(got, before) || !strings.HasSuffix(got, "[[recall]] | [[recall]]") {
 			t.Fatalf("resumed history = %q", got)
 		}
 		if slices.Contains(sebWaiting, s2.Pid()) {
 			t.Fatal("the resumed session took a waiting process")
 		}
-		// One of the two waiting processes gave up its slot.
-		waiting := append(pool.WarmPids("sebastian"), pool.WarmPids("petra")...)
-		if len(waiting) != 1 || (waiting[0] != sebWaiting[0] && waiting[0] != petraWaiting[0]) {
-			t.Fatalf("waiting after the resume: %v, were %v and %v", waiting, sebWaiting, petraWaiting)
+		// Petra's session, idle the longest, gave up its process; both
+		// waiting processes are worth more and stay.
+		if petra.Live() || !other.Live() {
+			t.Fatalf("live: petra's session %v, the other %v; want only petra's stopped", petra.Live(), other.Live())
 		}
-		for _, pid := range []int{sebWaiting[0], petraWaiting[0]} {
-			if pid != waiting[0] {
-				assertGroupGone(t, pid)
+		if got := append(pool.WarmPids("sebastian"), pool.WarmPids("petra")...); !slices.Equal(got, append(sebWaiting, petraWaiting...)) {
+			t.Fatalf("waiting after the resume: %v, were %v and %v", got, sebWaiting, petraWaiting)
+		}
+		if st := pool.Stats(); st.Live != limit || st.Starts != 4 {
+			t.Fatalf("stats after the resume: %+v", st)
+		}
+	})
+	step("with no session idle a waiting process yields its slot, and comes back in an idle one's", func(t *testing.T) {
+		send(t, other, "[[slow 20 100]]")
+		send(t, s2, "[[slow 20 100]]")
+		// Petra's session resumes while both others run turns: only a
+		// waiting process can give up its slot, the longest waiting one.
+		if got := petraRec.Turn(t, petra, "[[say back]]"); got != "back" {
+			t.Fatalf("petra's turn: %q", got)
+		}
+		if pids := pool.WarmPids("petra"); len(pids) != 0 {
+			t.Fatalf("petra's waiting process %v still waits", pids)
+		}
+		assertGroupGone(t, petraWaiting[0])
+		otherRec.WaitEnd(t, 60*time.Second)
+		// Petra is active: her one waiting process outranks the least
+		// recently used idle session, which is stopped for it.
+		petraWaiting = waitWarm(t, pool, "petra", 1)
+		live := 0
+		for _, c := range []*supervisor.CLI{petra, other, s2} {
+			if c.Live() {
+				live++
 			}
 		}
-		if st := pool.Stats(); st.Warm != 1 || st.Live != limit || st.Starts != 4 {
-			t.Fatalf("stats after the resume: %+v", st)
+		if live != 2 || petra.Live() && other.Live() && s2.Live() {
+			t.Fatalf("%d sessions live after petra's waiting process came back, want 2", live)
 		}
 	})
 	if n := most(); n > limit {
@@ -413,4 +439,48 @@ func countClaudes(tb testing.TB, home string) int {
 		}
 	}
 	return len(groups)
+}
+
+// TestWarmPoolStaysWarmInSteadyUse: a person opens one new chat after
+// another, each kept (its CLI idle), with a share of two processes. Every
+// new chat starts in a waiting process: once the person's share is full
+// of idle chats, the least recently used one is stopped to start the
+// next waiting process, and it resumes its conversation on its next
+// message. The pool never runs more than its limit.
+func TestWarmPoolStaysWarmInSteadyUse(t *testing.T) {
+	t.Parallel()
+	env := clitest.New(t, nil)
+	const limit = 4
+	pool := newWarmPool(t, env, supervisor.PoolConfig{Max: limit, MaxPerPerson: 2, SlotWait: 60 * time.Second}, 1)
+	most := sampleMost(t, env, pool)
+	pool.Touch("sebastian")
+	var chats []*supervisor.CLI
+	var recs []*clitest.Recorder
+	for i := range 3 {
+		waiting := waitWarm(t, pool, "sebastian", 1)
+		rec := clitest.NewRecorder()
+		c := pooledSession(t, env, pool, "sebastian", "chat"+strconv.Itoa(i), "", rec)
+		if got := rec.Turn(t, c, "[[say chat "+strconv.Itoa(i)+"]]"); got != "chat "+strconv.Itoa(i) {
+			t.Fatalf("chat %d: %q", i, got)
+		}
+		if c.Pid() != waiting[0] {
+			t.Fatalf("new chat %d ran in pid %d, not in the waiting process %d", i, c.Pid(), waiting[0])
+		}
+		chats, recs = append(chats, c), append(recs, rec)
+	}
+	// The share is full with the last two chats, and the next waiting
+	// process stopped the one before them.
+	waitWarm(t, pool, "sebastian", 1)
+	if chats[0].Live() || chats[1].Live() || !chats[2].Live() {
+		t.Fatalf("live chats: %v %v %v; want only the last one, beside the waiting process", chats[0].Live(), chats[1].Live(), chats[2].Live())
+	}
+	if got := recs[0].Turn(t, chats[0], "[[recall]]"); got != "HISTORY: [[say chat 0]] | [[recall]]" {
+		t.Fatalf("the stopped chat did not resume its conversation: %q", got)
+	}
+	if st := pool.Stats(); st.Taken != 3 || st.Starts != 1 {
+		t.Fatalf("stats %+v: want 3 new chats in waiting processes and 1 start (the resume)", st)
+	}
+	if n := most(); n > limit {
+		t.Fatalf("%d claude processes at once with at most %d", n, limit)
+	}
 }

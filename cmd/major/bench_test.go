@@ -87,9 +87,9 @@ func (c *bareCLI) turn(tb testing.TB, text string, t0 time.Time) (first, end tim
 	if t0.IsZero() {
 		t0 = time.Now()
 	}
-	// With a message id, as the server sends it: the CLI keeps a file
-	// checkpoint per identified message.
-	if err := c.proc.SendUser(text, nil, uuid.NewString()); err != nil {
+	// With a message id and a priority, as the server sends it: the CLI
+	// keeps a file checkpoint per identified message.
+	if err := c.proc.SendUser(text, nil, uuid.NewString(), supervisor.PriorityLater); err != nil {
 		tb.Fatal(err)
 	}
 	timeout := time.NewTimer(time.Minute)
@@ -203,6 +203,57 @@ func BenchmarkNewChatFirstText(b *testing.B) {
 		_ = c.proc.Close()
 	}
 	reportRatio(b, server, bare)
+}
+
+// BenchmarkTenthNewChat times a person's tenth new chat of a morning: on
+// a server with the default flags (8 processes, 4 per person, one
+// waiting process per active person), the person opens ten new chats a
+// few seconds apart and keeps each one (its CLI stays, idle); the tenth
+// chat's first text is timed against a bare claude started for that turn,
+// as in NewChatFirstText (x-baseline). It also reports the first chat's
+// first text (first-ms), and what the returning person pays: the first
+// text of the first chat's next message, whose CLI was stopped to make
+// room by then (returning-ms), against the same chat's message after
+// that, its CLI running again (running-ms); x-returning is their ratio.
+func BenchmarkTenthNewChat(b *testing.B) {
+	const chats, gap = 10, 3 * time.Second
+	var tenth, firsts, bare, returning, running []time.Duration
+	for b.Loop() {
+		s := start(b, "--warm-processes", "1")
+		// The client lists the person's chats as it opens.
+		readAll(b, s.req(b, "GET", "/api/claude/sessions", ""))
+		s.waitMetric(b, "major_claude_waiting_processes", 1)
+		var ids []string
+		for i := range chats {
+			if i > 0 {
+				time.Sleep(gap)
+			}
+			id, first, _ := s.chatTurn(b, "", "[[say hello]]")
+			ids = append(ids, id)
+			switch i {
+			case 0:
+				firsts = append(firsts, first)
+			case chats - 1:
+				tenth = append(tenth, first)
+			}
+		}
+		_, first, _ := s.chatTurn(b, ids[0], "[[say again]]")
+		returning = append(returning, first)
+		_, first, _ = s.chatTurn(b, ids[0], "[[say again]]")
+		running = append(running, first)
+		s.stop(b)
+
+		t0 := time.Now()
+		c := startBare(b, s.env)
+		first, _ = c.turn(b, "[[say hello]]", t0)
+		bare = append(bare, first)
+		_ = c.proc.Close()
+	}
+	reportRatio(b, tenth, bare, "tenth", "bare")
+	b.ReportMetric(float64(median(firsts).Microseconds())/1000, "first-ms")
+	b.ReportMetric(float64(median(returning).Microseconds())/1000, "returning-ms")
+	b.ReportMetric(float64(median(running).Microseconds())/1000, "running-ms")
+	b.ReportMetric(float64(median(returning))/float64(median(running)), "x-returning")
 }
 
 // BenchmarkFollowUpTurn times a follow-up turn (message to done) of a chat

@@ -31,6 +31,7 @@ import (
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/relay"
+	"github.com/majorhq/major/sandbox"
 )
 
 func main() {
@@ -99,6 +100,9 @@ type config struct {
 	// Sandbox runs every CLI in a bubblewrap sandbox of its person's
 	// (--sandbox=on, the default).
 	Sandbox bool
+	// ManagedSettings is the folder of the machine's Claude Code managed
+	// settings, which every sandbox holds where the CLI reads them.
+	ManagedSettings string
 	// Environ is the server's environment (KEY=value); the CLI's starts
 	// from it.
 	Environ []string
@@ -162,7 +166,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.MaxProcesses, "max-processes", 8, "most claude processes alive at once, about 200 MB each (MAJOR_MAX_PROCESSES; 0: no limit)")
 	fs.IntVar(&c.MaxPerPerson, "max-processes-per-person", 0, "most claude processes one person's chats hold at once, so others always get one (MAJOR_MAX_PROCESSES_PER_PERSON; default: half of --max-processes, rounded up)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 15*time.Minute, "stop a session's claude after this long idle; the next message resumes it (MAJOR_IDLE_TIMEOUT)")
-	fs.IntVar(&c.Warm, "warm-processes", 1, "claude processes started ahead, in free slots, for each recently active person's next new chat (MAJOR_WARM_PROCESSES; 0: none)")
+	fs.IntVar(&c.Warm, "warm-processes", 1, "claude processes started ahead for each recently active person's next new chat, the first in an idle chat's slot if need be (MAJOR_WARM_PROCESSES; 0: none)")
 	fs.DurationVar(&c.SlotWait, "slot-wait", 30*time.Second, "how long a message waits for a free claude slot before 503 (MAJOR_SLOT_WAIT)")
 	fs.DurationVar(&c.TerminalGrace, "terminal-grace", 5*time.Minute, "keep a terminal whose client went away alive this long for it to come back (MAJOR_TERMINAL_GRACE)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 30*24*time.Hour, "forget sessions idle for longer (MAJOR_SESSION_TTL; 0: keep forever)")
@@ -179,6 +183,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.IntVar(&c.Attachments.ImageEdge, "attachment-image-edge", 2000, "longest side in pixels of an image the model is sent; a larger one is scaled down, the original kept (MAJOR_ATTACHMENT_IMAGE_EDGE)")
 	noteKiB := fs.Int("attach-note-max-kb", 100, "most KiB of one attached note (or text file) the model is sent; a longer one is cut with a line saying so (MAJOR_ATTACH_NOTE_MAX_KB)")
 	sandboxMode := fs.String("sandbox", "on", "on: every claude, and all it starts, runs in a bubblewrap sandbox of its person's; off: without it, the vault guard is the only boundary and the terminal is refused (MAJOR_SANDBOX)")
+	fs.StringVar(&c.ManagedSettings, "claude-managed-settings", sandbox.ManagedSettingsDir, "the machine's Claude Code managed settings folder (its policy for every claude), read-only in every sandbox at "+sandbox.ManagedSettingsDir+" (MAJOR_CLAUDE_MANAGED_SETTINGS)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -197,6 +202,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	case "off":
 	default:
 		return c, fmt.Errorf("--sandbox (MAJOR_SANDBOX) is on or off, not %q", *sandboxMode)
+	}
+	if !filepath.IsAbs(c.ManagedSettings) {
+		return c, fmt.Errorf("--claude-managed-settings (MAJOR_CLAUDE_MANAGED_SETTINGS) must be an absolute path, not %q", c.ManagedSettings)
+	}
+	if !c.Sandbox && filepath.Clean(c.ManagedSettings) != sandbox.ManagedSettingsDir {
+		// Outside a sandbox the CLI reads its own folder; nothing can
+		// show it another.
+		return c, fmt.Errorf("--claude-managed-settings (MAJOR_CLAUDE_MANAGED_SETTINGS) needs the sandbox: with --sandbox=off the CLI reads %s", sandbox.ManagedSettingsDir)
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))

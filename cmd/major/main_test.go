@@ -259,7 +259,7 @@ func TestServeFullStack(t *testing.T) {
 		if got := readAll(t, s.req(t, "GET", "/healthz", "")); !strings.Contains(got, "ok") {
 			t.Fatalf("healthz: %s", got)
 		}
-		if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"ready"`) || !strings.Contains(got, `"claude_version":"2.1.330 (Claude Code)"`) {
+		if got := readAll(t, s.req(t, "GET", "/readyz", "")); !strings.Contains(got, `"ready"`) || !strings.Contains(got, `"claude_version":"`+clitest.PinnedVersion(t)+` (Claude Code)"`) {
 			t.Fatalf("readyz: %s", got)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -120,7 +121,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// the CLI home all persons shared before); nor its home whole.
 		getenv := lookup(cfg.Environ)
 		private := []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig, clihome.SharedConfigDir(getenv)}
-		box, err = sandbox.New(ctx, sandbox.Config{PATH: getenv("PATH"), Private: private, Homes: []string{getenv("HOME")}})
+		box, err = sandbox.New(ctx, sandbox.Config{PATH: getenv("PATH"), ManagedSettings: cfg.ManagedSettings, Private: private, Homes: []string{getenv("HOME")}})
 		if err != nil {
 			return err
 		}
@@ -305,7 +306,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Ready:      ready.Check,
 		// Configuration files broken since the start show in /readyz.
 		ConfigProblems: func() int { return len(settings.Check()) },
-		Done:           done,
+		// So do the persons whose chats the machine's policy refuses.
+		StartRefused: func() string { return startRefused(pool.Refused()) },
+		Done:         done,
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
 		Unsandboxed: unsandboxed,
@@ -354,6 +357,27 @@ func sandboxHomes(persons []string) []string {
 		out = append(out, assembly.SandboxHome(p))
 	}
 	return out
+}
+
+// startRefused is /readyz's sentence for the persons whose last start the
+// CLI refused (naming the managed settings, not the persons); "" if none.
+func startRefused(refused map[string]supervisor.StartRefused) string {
+	if len(refused) == 0 {
+		return ""
+	}
+	var settings []string
+	for _, r := range refused {
+		if !slices.Contains(settings, r.Setting) {
+			settings = append(settings, r.Setting)
+		}
+	}
+	slices.Sort(settings)
+	who := "1 person"
+	if len(refused) > 1 {
+		who = fmt.Sprintf("%d persons", len(refused))
+	}
+	return fmt.Sprintf("the machine's Claude Code managed settings (%s) refuse to start the chats of %s: the MCP servers or skills their configuration gives them are not allowed",
+		strings.Join(settings, ", "), who)
 }
 
 // gatewayOrNil is gw as the launcher's Gateway: a nil interface, not a

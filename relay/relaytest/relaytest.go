@@ -46,8 +46,13 @@ type CLI struct {
 	Pool   *supervisor.Pool
 	Person string
 
-	SendFunc         func(ctx context.Context, text string) error
-	InterruptFunc    func(ctx context.Context) error
+	SendFunc      func(ctx context.Context, text string) error
+	InterruptFunc func(ctx context.Context) error
+	// SteerFunc replaces the fake's Steer; HoldSteers keeps the messages
+	// given to the running turn back until TakeSteers (as the CLI does
+	// until its next model request), else they go in at once.
+	SteerFunc        func(ctx context.Context, id, text string) error
+	HoldSteers       bool
 	SetWaitingFunc   func(waiting bool)
 	StateFunc        func() supervisor.State
 	CLISessionIDFunc func() string
@@ -75,7 +80,14 @@ type CLI struct {
 	release func()
 	// streamed is the text the running turn streamed so far.
 	streamed strings.Builder
+	// steers are the messages given to the running turn, not gone in.
+	steers []steer
+	// steered are the messages that went into turns, in order.
+	steered []string
 }
+
+// steer is a message given to the running turn.
+type steer struct{ id, text string }
 
 // Settings returns the settings the fake was last configured with.
 func (f *CLI) Settings() supervisor.Settings {
@@ -313,6 +325,49 @@ func (f *CLI) Interrupt(ctx context.Context) error {
 	return nil
 }
 
+// Steer calls SteerFunc, or gives text to the running turn: it goes in at
+// once (supervisor.EventSteered), or with HoldSteers at TakeSteers;
+// supervisor.ErrNotRunning with no turn running.
+func (f *CLI) Steer(ctx context.Context, id, text string) error {
+	if f.SteerFunc != nil {
+		return f.SteerFunc(ctx, id, text)
+	}
+	f.mu.Lock()
+	if !f.running {
+		f.mu.Unlock()
+		return supervisor.ErrNotRunning
+	}
+	f.steers = append(f.steers, steer{id, text})
+	hold := f.HoldSteers
+	f.mu.Unlock()
+	if !hold {
+		f.TakeSteers()
+	}
+	return nil
+}
+
+// TakeSteers hands the messages given to the running turn to the model,
+// as the CLI does at the turn's next request.
+func (f *CLI) TakeSteers() {
+	f.mu.Lock()
+	in := f.steers
+	f.steers = nil
+	for _, st := range in {
+		f.steered = append(f.steered, st.text)
+	}
+	f.mu.Unlock()
+	for _, st := range in {
+		f.publish(supervisor.Event{Kind: supervisor.EventSteered, Text: st.text, MessageID: st.id})
+	}
+}
+
+// Steered is the messages that went into turns, in order.
+func (f *CLI) Steered() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.steered...)
+}
+
 // SetWaiting calls SetWaitingFunc, or records the state.
 func (f *CLI) SetWaiting(waiting bool) {
 	if f.SetWaitingFunc != nil {
@@ -454,11 +509,13 @@ func (f *CLI) Fail(err error) bool {
 	return true
 }
 
-// end marks the running turn over; false if none ran.
+// end marks the running turn over, dropping the messages given to it
+// that did not go in (supervisor.EventSteerDropped), as the CLI does;
+// false if none ran.
 func (f *CLI) end() bool {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if !f.running {
+		f.mu.Unlock()
 		return false
 	}
 	f.running, f.waiting = false, false
@@ -466,6 +523,12 @@ func (f *CLI) end() bool {
 	if f.release != nil {
 		f.release()
 		f.release = nil
+	}
+	dropped := f.steers
+	f.steers = nil
+	f.mu.Unlock()
+	for _, st := range dropped {
+		f.publish(supervisor.Event{Kind: supervisor.EventSteerDropped, Text: st.text, MessageID: st.id})
 	}
 	return true
 }

@@ -171,7 +171,8 @@ describe('web client', () => {
   step('Interrupt stops a running turn', async () => {
     await send(page, '[[slow 40 50]]');
     await page.getByRole('button', { name: 'Interrupt' }).waitFor();
-    assert.equal(await page.getByLabel('Message').isDisabled(), true, 'the composer is disabled while a turn runs');
+    assert.equal(await page.getByLabel('Message').isDisabled(), false, 'the composer stays open while a turn runs');
+    assert.equal(await page.getByRole('button', { name: 'Send now' }).isVisible(), true, 'Send now is offered while a turn runs');
     await waitFor(page, () => {
       const all = document.querySelectorAll('#transcript .msg.assistant');
       return (all[all.length - 1].textContent.match(/tick/g) || []).length >= 3;
@@ -183,6 +184,47 @@ describe('web client', () => {
     const ticks = ((await lastReply(page)).match(/tick/g) || []).length;
     assert.ok(ticks >= 3 && ticks < 40, `the turn stopped part way: ${ticks} ticks`);
     await shot(page, '05-interrupted');
+  });
+
+  step('while a reply runs, Enter queues a message (shown, cancellable) and Send now gives one to the reply', async () => {
+    const headers = { Authorization: 'Bearer ' + TOKEN, 'X-Notes-Person': 'sebastian' };
+    await send(page, '[[steps 4 1500]]');
+    await page.getByRole('button', { name: 'Send now' }).waitFor();
+    const box = page.getByLabel('Message');
+    await box.fill('queued, then cancelled');
+    await box.press('Enter');
+    const cancelled = page.locator('#queue li', { hasText: 'queued, then cancelled' });
+    await cancelled.waitFor();
+    await box.fill('[[say after the reply]]');
+    await box.press('Enter');
+    await page.locator('#queue li', { hasText: 'after the reply' }).waitFor();
+    await shot(page, '20-queued');
+    await cancelled.getByRole('button', { name: /Cancel/ }).click();
+    await cancelled.waitFor({ state: 'detached' });
+    const queue = await (await fetch(stack.url + '/api/claude/sessions/' + sessionID + '/queue', { headers })).json();
+    assert.deepEqual(queue.queue.map((q) => q.message), ['[[say after the reply]]'], 'the server holds what the page shows');
+    await box.fill('also mention bananas');
+    await page.getByRole('button', { name: 'Send now' }).click();
+    // It shows inside the running reply, where it went in.
+    await waitFor(page, () => [...document.querySelectorAll('#transcript .msg.assistant .msg.user.steered')]
+      .some((e) => e.textContent === 'also mention bananas'), null, 'the steered message inside the reply');
+    await shot(page, '21-steered');
+    // The reply heard it, and the queued message ran after it, on its own.
+    await waitReply(page, 'after the reply');
+    await waitIdle(page);
+    // The model's own words (not the bubble) name it.
+    const steps = await page.evaluate(() => {
+      const all = document.querySelectorAll('#transcript > .msg.assistant');
+      return [...all[all.length - 2].querySelectorAll('.md')].map((e) => e.textContent).join(' ');
+    });
+    assert.match(steps, /STEPS DONE; heard: /);
+    assert.match(steps, /bananas/, 'the model heard the message within its reply');
+    assert.equal(await page.locator('#queue li').count(), 0, 'nothing waits any more');
+    const history = await (await fetch(stack.url + '/api/claude/history?session_id=' + sessionID, { headers })).json();
+    const said = history.messages.filter((m) => m.role === 'user').map((m) => m.content);
+    assert.ok(!said.includes('queued, then cancelled'), 'the cancelled message never ran');
+    assert.deepEqual(said.slice(-3), ['[[steps 4 1500]]', 'also mention bananas', '[[say after the reply]]']);
+    await shot(page, '22-after-steering');
   });
 
   step('a second client on the same chat sees the same messages', async () => {
@@ -349,7 +391,7 @@ describe('web client', () => {
     const before = (await transcript(page)).filter((line) => line.startsWith('msg user')).length;
     await page.getByRole('button', { name: 'Fork chat' }).click();
     await waitFor(page, (id) => location.hash && decodeURIComponent(location.hash.slice(1)) !== id, sessionID, 'the fork to open');
-    await waitFor(page, (n) => document.querySelectorAll('#transcript .msg.user').length === n, before, 'the fork\'s transcript');
+    await waitFor(page, (n) => document.querySelectorAll('#transcript > .msg.user').length === n, before, 'the fork\'s transcript');
   });
 
   step('the Terminal view shows Claude Code on the same conversation', async () => {

@@ -61,11 +61,16 @@ export class Api {
     return this.request('POST', '/api/claude/sessions');
   }
 
-  // postMessage sends a message; files (File objects) go with it in a
+  // postMessage sends a message: it starts a turn, or waits behind the
+  // running one; with steer it goes into the running one (a message with
+  // files or notes never does). files (File objects) go with it in a
   // multipart body, attach names notes of the person's.
-  postMessage(id, message, { files = [], attach = [] } = {}) {
+  postMessage(id, message, { files = [], attach = [], steer = false } = {}) {
     if (!files.length) {
-      return this.request('POST', this.session(id) + '/messages', attach.length ? { message, attach } : { message });
+      const body = { message };
+      if (attach.length) body.attach = attach;
+      else if (steer) body.steer = true;
+      return this.request('POST', this.session(id) + '/messages', body);
     }
     const form = new FormData();
     form.append('message', message);
@@ -113,6 +118,10 @@ export class Api {
     return this.request('POST', this.session(id) + '/rewind', body);
   }
 
+  cancelQueued(id, queueID) {
+    return this.request('DELETE', this.session(id) + '/queue/' + encodeURIComponent(queueID));
+  }
+
   setModel(id, model) {
     return this.request('POST', this.session(id) + '/model', { model });
   }
@@ -153,5 +162,5 @@ export const SHOWN_TYPES = [
   'turn_start', 'text', 'status', 'tool', 'done', 'error',
   'question', 'question_answered', 'permission', 'permission_answered',
   'draft', 'draft_answered', 'settings', 'refused', 'rate_limit',
-  'changes', 'imported',
+  'changes', 'imported', 'queued', 'queue_cancelled', 'steered',
 ];

@@ -38,7 +38,10 @@ const ui = {
   composer: $('composer'),
   message: $('message'),
   send: $('send'),
+  sendNow: $('send-now'),
   interrupt: $('interrupt'),
+  queue: $('queue'),
+  hint: $('composer-hint'),
   controls: $('controls'),
   model: $('model'),
   mode: $('mode'),
@@ -66,6 +69,9 @@ const app = {
   posting: false,
   // A message was accepted but its turn_start has not arrived yet.
   awaitingTurn: false,
+  // steering are the messages given to the running reply ("Send now")
+  // that have not gone in yet: queue id -> text.
+  steering: new Map(),
   interrupting: false,
   poll: null,
   notice: '',
@@ -278,6 +284,7 @@ function openSession(id) {
   stopStream();
   app.current = id;
   app.awaitingTurn = false;
+  app.steering.clear();
   app.interrupting = false;
   app.notice = '';
   view.reset();
@@ -305,6 +312,7 @@ function openSession(id) {
 function closeSession(notice) {
   stopStream();
   app.current = null;
+  app.steering.clear();
   view.reset();
   app.notice = notice || '';
   localStorage.removeItem(SESSION_KEY);
@@ -389,9 +397,12 @@ function busy() {
   return view.running || app.posting || app.awaitingTurn;
 }
 
-async function send() {
+// send sends the composer's text. While a reply runs it waits behind it
+// (shown in the queue, where it can be cancelled); with steer it goes
+// into the running reply instead, at the assistant's next step.
+async function send(steer = false) {
   const text = ui.message.value;
-  if ((!text.trim() && tray.empty) || busy() || !app.api) return;
+  if ((!text.trim() && tray.empty) || app.posting || !app.api) return;
   app.posting = true;
   app.notice = '';
   updateChrome();
@@ -402,15 +413,17 @@ async function send() {
       openSession(s.id);
     }
     const turns = view.turns;
-    const sent = await app.api.postMessage(app.current, text, { files: tray.files, attach: tray.notes });
+    const sent = await app.api.postMessage(app.current, text, { files: tray.files, attach: tray.notes, steer: steer && view.running });
     ui.message.value = '';
     tray.clear();
     autosize();
-    if (sent && sent.queued) {
-      // A turn was running after all: the message waits and runs after it.
-      showNotice('Your message runs after the current reply.');
+    if (sent && sent.steered) {
+      // Shown as on its way until its steered event (or a refusal) says.
+      if (!view.settled.has(sent.queue_id)) app.steering.set(sent.queue_id, text);
       return;
     }
+    if (sent && sent.queued) return; // its queued event shows it
+
     // Unless the stream already brought the turn (it may even be over).
     app.awaitingTurn = view.turns === turns;
     // The turn's events normally arrive at once; never stay locked if the
@@ -430,6 +443,8 @@ ui.composer.addEventListener('submit', (e) => {
   e.preventDefault();
   send();
 });
+
+ui.sendNow.addEventListener('click', () => send(true));
 
 ui.message.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
@@ -460,6 +475,39 @@ ui.interrupt.addEventListener('click', async () => {
   updateChrome();
 });
 
+// renderQueue lists the open chat's waiting messages, each with a cancel,
+// and the ones on their way into the running reply. The list is drawn
+// again only when it changed, so a click on a cancel is never lost to a
+// redraw (the chrome redraws on every event of the open chat).
+let queueDrawn = '';
+function renderQueue() {
+  for (const id of view.settled) app.steering.delete(id);
+  const key = JSON.stringify([view.queue, [...app.steering]]);
+  if (key === queueDrawn) return;
+  queueDrawn = key;
+  const items = [
+    ...view.queue.map((q) => h('li', { 'data-queue-id': q.id },
+      h('span', { class: 'queue-text', text: q.message, title: q.message }),
+      h('span', { class: 'queue-state', text: 'after this reply' }),
+      h('button', { type: 'button', text: 'Cancel', 'aria-label': 'Cancel: ' + q.message, onclick: () => cancelQueued(q.id) }))),
+    ...[...app.steering].map(([id, text]) => h('li', { 'data-queue-id': id, class: 'steering' },
+      h('span', { class: 'queue-text', text, title: text }),
+      h('span', { class: 'queue-state', text: 'going in now…' }))),
+  ];
+  ui.queue.replaceChildren(...items);
+  ui.queue.hidden = items.length === 0;
+}
+
+async function cancelQueued(queueID) {
+  if (!app.current) return;
+  try {
+    await app.api.cancelQueued(app.current, queueID);
+  } catch (err) {
+    // 404: it runs already (or was cancelled elsewhere); its events say.
+    if (!authLost(err) && err.status !== 404) showNotice(err.message);
+  }
+}
+
 function showNotice(text) {
   app.notice = text;
   updateChrome();
@@ -482,9 +530,18 @@ function updateChrome() {
   ui.status.hidden = !status;
 
   const locked = busy();
-  ui.message.disabled = locked;
-  ui.send.disabled = locked;
-  ui.send.hidden = running;
+  // The composer stays open while a reply runs: Enter queues, Send now
+  // steers.
+  ui.message.disabled = app.posting;
+  ui.send.disabled = app.posting;
+  ui.send.textContent = running ? 'Queue' : 'Send';
+  ui.sendNow.hidden = !running;
+  ui.composer.classList.toggle('running', running);
+  ui.sendNow.disabled = app.posting;
+  ui.hint.textContent = running
+    ? 'Enter queues your message for after this reply; Send now gives it to the assistant while it works.'
+    : 'Enter sends, Shift+Enter starts a new line.';
+  renderQueue();
   ui.interrupt.hidden = !running;
   ui.interrupt.disabled = app.interrupting;
   ui.interrupt.textContent = app.interrupting ? 'Interrupting…' : 'Interrupt';

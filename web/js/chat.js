@@ -78,6 +78,11 @@ export class ChatView {
     this.firstMessage = '';
     this.messages = 0;
     this.turns = 0;
+    // queue is the messages waiting behind the running reply, in order
+    // ({id, message}); settled are the ids of messages given to the
+    // running reply that went in or were refused.
+    this.queue = [];
+    this.settled = new Set();
     this.pendingRender = new Set();
     clearTimeout(this.renderTimer);
     this.renderTimer = null;
@@ -96,7 +101,10 @@ export class ChatView {
   apply(ev, info = {}) {
     const stick = this.atBottom();
     switch (ev.type) {
-      case 'turn_start':
+      case 'turn_start': {
+        // A waiting message runs: the first one, in the queue's order.
+        const i = this.queue.findIndex((q) => q.message === ev.message);
+        if (i >= 0) this.queue.splice(i, 1);
         this.flush();
         this.closeTurn();
         this.addUser(ev.message || '', ev.attachments, ev.notes);
@@ -104,6 +112,21 @@ export class ChatView {
         this.turns++;
         this.running = true;
         this.setStatus('');
+        break;
+      }
+      case 'queued':
+        if (!this.queue.some((q) => q.id === ev.queue_id)) this.queue.push({ id: ev.queue_id, message: ev.message || '' });
+        break;
+      case 'queue_cancelled':
+        this.queue = this.queue.filter((q) => q.id !== ev.queue_id);
+        break;
+      case 'steered':
+        // The person's message went into the running reply: shown there.
+        this.settled.add(ev.queue_id);
+        this.flush();
+        this.segment = null;
+        this.messages++;
+        this.part(h('div', { class: 'msg user steered' }, h('div', { class: 'bubble', 'aria-label': 'You said' }, plain(ev.message || ''))));
         break;
       case 'text':
         this.appendText(ev.delta || '');
@@ -140,7 +163,12 @@ export class ChatView {
         this.answered(ev);
         break;
       case 'refused':
-        // A message over the budget: it never reached the assistant.
+        // A message over the budget, or given to a reply that ended
+        // first: it never reached the assistant.
+        if (ev.queue_id) {
+          this.settled.add(ev.queue_id);
+          this.queue = this.queue.filter((q) => q.id !== ev.queue_id);
+        }
         this.flush();
         this.addNote('Not sent: ' + (ev.error || 'refused.'), 'note error');
         break;
