@@ -190,6 +190,11 @@ func TestSoakRandomKills(t *testing.T) {
 	waitClaudes(t, env.Home, live)
 	sessions.Close()
 	closed = true
+	// A process's slot is given back by its reaper, just after Close saw
+	// the process end.
+	for deadline := time.Now().Add(5 * time.Second); pool.Live() != 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if pool.Live() != 0 {
 		t.Errorf("the pool counts %d processes after the sessions closed", pool.Live())
 	}
