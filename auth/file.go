@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/majorhq/major/internal/atomicfile"
 	"github.com/majorhq/major/vault"
 )
 
@@ -246,23 +246,7 @@ func write(path string, f *File) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write token file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write token file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write token file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write token file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.Write(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("write token file: %w", err)
 	}
 	f.Plain = false

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,9 +13,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/assembly"
+	"github.com/majorhq/major/auth"
 	"github.com/majorhq/major/clihome"
 	sessionconfig "github.com/majorhq/major/config"
 	"github.com/majorhq/major/gateway"
@@ -66,10 +71,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	auth, err := httpapi.LoadAuth(cfg.AuthFile)
+	// The token file is read again whenever it changes (a token added,
+	// revoked, a device paired), without a restart.
+	tokens, err := auth.Open(auth.Config{Path: cfg.AuthFile, Logger: log})
 	if err != nil {
 		return err
 	}
+	defer tokens.Close()
 	vaultRoot, err := filepath.Abs(cfg.VaultRoot)
 	if err != nil {
 		return err
@@ -77,7 +85,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if st, err := os.Stat(vaultRoot); err != nil || !st.IsDir() {
 		return fmt.Errorf("vault root %s is not a directory", vaultRoot)
 	}
-	if err := checkPersons(auth.Persons()); err != nil {
+	if err := checkPersons(tokens.Persons()); err != nil {
 		return fmt.Errorf("auth file %s: %w", cfg.AuthFile, err)
 	}
 	stateInVault, err := checkStateDir(vaultRoot, cfg.StateDir)
@@ -100,7 +108,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	// Every person's CLI has a home of its own; what an earlier server
 	// kept of their conversations in the one home all shared moves there.
-	persons := auth.Persons()
+	persons := tokens.Persons()
 	dirs := map[string]string{}
 	for _, p := range persons {
 		if _, err := clihome.Make(cfg.StateDir, p); err != nil {
@@ -292,15 +300,22 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	expiry := assembly.StartExpiry(ctx, assembly.ExpiryConfig{Sessions: sessions, Logger: log})
 	defer expiry.Close()
 
+	// /metrics: the relay's series, the HTTP API's, the Go runtime's and
+	// the process's.
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(sessions.Metrics(), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	done := make(chan struct{})
 	srvCfg := httpapi.Config{
-		Auth:       auth,
-		Registry:   sessions,
-		Logger:     log,
-		Metrics:    sessions.Metrics(),
-		MCP:        mcp.HTTPHandler(),
-		WithPerson: mcpserver.WithPerson,
-		Ready:      ready.Check,
+		Auth:           tokens,
+		Registry:       sessions,
+		Logger:         log,
+		Metrics:        promhttp.HandlerFor(metrics, promhttp.HandlerOpts{ErrorLog: promLog{log}}),
+		Registerer:     metrics,
+		TrustedProxies: cfg.TrustedProxies,
+		MCP:            mcp.HTTPHandler(),
+		WithPerson:     mcpserver.WithPerson,
+		Ready:          ready.Check,
 		// Configuration files broken since the start show in /readyz.
 		ConfigProblems: func() int { return len(settings.Check()) },
 		Done:           done,
@@ -318,14 +333,33 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	api := httpapi.NewServer(srvCfg)
 
+	secure, err := setupTLS(cfg, log)
+	if err != nil {
+		return err
+	}
 	ln, err := listen(ctx, cfg.Addr)
 	if err != nil {
 		return err
 	}
-	log.Info().Str("addr", "http://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
+	scheme := "http"
+	var tlsConfig *tls.Config
+	if secure != nil {
+		scheme, tlsConfig = "https", secure.config
+		if secure.challenge != nil {
+			cl, err := listen(ctx, secure.challengeAddr)
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("--acme-http-addr: %w", err)
+			}
+			defer serveChallenge(cl, secure.challenge, log)()
+		}
+	} else if !loopback(ln.Addr().String()) {
+		log.Warn().Str("addr", ln.Addr().String()).Msg("PLAIN HTTP on an address other hosts can reach: tokens and messages cross the network readable; serve HTTPS (--tls-cert/--tls-key or --acme-domain) or put a TLS proxy in front and listen on loopback (see the README, On the internet)")
+	}
+	log.Info().Str("addr", scheme+"://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
 		Str("sandbox", map[bool]string{true: "on", false: "off"}[box != nil]).
 		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
-	return serveHTTP(ctx, ln, api, cfg.ReadTimeout, cfg.KeepAlive, down, func() {
+	return serveHTTP(ctx, ln, tlsConfig, api, cfg.ReadTimeout, cfg.KeepAlive, down, func() {
 		// Running turns are interrupted and end with their terminal
 		// events while their clients are still connected, and the
 		// terminals end (hung up, killed at the hooks' deadline); then
@@ -413,3 +447,9 @@ func (t *terminalSet) Close() {
 	t.Manager.Close()
 	_ = t.cmds.Close()
 }
+
+// promLog is where the metrics handler reports a series it could not
+// gather.
+type promLog struct{ log zerolog.Logger }
+
+func (p promLog) Println(v ...any) { p.log.Error().Msg(fmt.Sprint(v...)) }
