@@ -733,6 +733,10 @@ func TestHTTPServingOnOneSession(t *testing.T) {
 			"major_sessions 1", "major_claude_processes 1", "major_turns_total 4", "major_turn_errors_total 1",
 			"major_dropped_subscribers_total 0", "major_subscribers 0", `major_turn_duration_seconds_bucket{le="+Inf"} 4`,
 			"# TYPE major_turn_duration_seconds histogram",
+			// The runtime's and the process's, and the HTTP API's by route.
+			"# TYPE go_goroutines gauge", "# TYPE process_resident_memory_bytes gauge",
+			`major_http_requests_total{method="POST",route="/api/claude/chat",status="200"}`,
+			`major_http_request_duration_seconds_count{method="POST",route="/api/claude/chat",status="200"}`,
 		}
 		// The events client of the step before detaches on its own time.
 		var got string
@@ -743,8 +747,14 @@ func TestHTTPServingOnOneSession(t *testing.T) {
 			}
 		}
 		for _, w := range want {
-			if !strings.Contains(got, w+"\n") {
+			if !strings.Contains(got, w+"\n") && !strings.Contains(got, w+" ") {
 				t.Fatalf("metrics lack %q:\n%s", w, got)
+			}
+		}
+		// Never a person, a session or a token name.
+		for _, never := range []string{"sebastian", id, "token"} {
+			if strings.Contains(got, never) {
+				t.Fatalf("metrics name %q:\n%s", never, got)
 			}
 		}
 	})
