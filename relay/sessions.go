@@ -88,9 +88,20 @@ type LauncherFunc func(SessionParams) CLI
 // Launch calls f.
 func (f LauncherFunc) Launch(p SessionParams) CLI { return f(p) }
 
+// TurnObserver follows every session's turns as their events arrive
+// (package tracing makes a trace of each turn). It is called with the
+// session's lock held: it must not block or call the session.
+type TurnObserver interface {
+	// Observe sees ev of session's turn; accepted is, on a turn's start,
+	// when its message was accepted (it may have waited in the queue).
+	Observe(session, person string, accepted time.Time, ev supervisor.Event)
+}
+
 // RegistryConfig configures a Registry.
 type RegistryConfig struct {
 	Launcher Launcher
+	// Turns, when set, observes every turn's events.
+	Turns TurnObserver
 	// Store keeps sessions across restarts; nil keeps them in memory only.
 	Store *sessionstore.Store
 	// TTL expires sessions idle for longer, at start-up and whenever
@@ -224,6 +235,7 @@ type Session struct {
 	elog    *sessionstore.Log
 	log     zerolog.Logger
 	metrics *Metrics
+	turns   TurnObserver
 
 	mu        sync.Mutex
 	tr        *clientevent.Translator
@@ -704,6 +716,7 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		asks:         newAsks(),
 		log:          r.log.With().Str("session", m.ID).Logger(),
 		metrics:      r.metrics,
+		turns:        r.cfg.Turns,
 		queue:        turnQueue{limit: r.cfg.QueueLimit},
 		ledger:       r.ledger,
 		meteredMode:  r.cfg.Metered,

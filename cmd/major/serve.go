@@ -33,6 +33,7 @@ import (
 	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
+	"github.com/majorhq/major/tracing"
 	"github.com/majorhq/major/usage"
 	"github.com/majorhq/major/vault"
 	"github.com/majorhq/major/web"
@@ -138,6 +139,25 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		unsandboxed = "the sandbox is off (--sandbox=off): the vault guard alone keeps each person's CLI in their folder; no shell is served"
 		log.Warn().Msg("SANDBOX OFF: " + unsandboxed)
 	}
+	// One trace per turn, exported by OTLP when the environment names
+	// where to. Flushed last of all (deferred first): the turns have ended.
+	var turns *tracing.Turns
+	tracer, stopTracing, err := setupTracing(lookup(cfg.Environ), version)
+	if err != nil {
+		return err
+	}
+	if tracer != nil {
+		turns = tracing.New(tracing.Config{Tracer: tracer, Content: cfg.TraceContent})
+		defer func() {
+			turns.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := stopTracing(ctx); err != nil {
+				log.Warn().Err(err).Msg("the last traces could not be exported")
+			}
+		}()
+		log.Info().Bool("content", cfg.TraceContent).Msg("tracing turns to the OTLP endpoint")
+	}
 	// The credential stays in this process: every CLI reaches the model
 	// through the gateway, with a token of its own. Without a credential
 	// there is no gateway, and turns fail as /readyz says.
@@ -164,6 +184,10 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 				}
 			},
 			Record: func(r gateway.Request) {
+				if turns != nil {
+					turns.Model(tracing.ModelRequest{Session: r.Session, Person: r.Person, Model: r.Model, Status: r.Status,
+						Start: r.Start, Duration: r.Duration, InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CostUSD: r.CostUSD})
+				}
 				if sessions != nil {
 					sessions.Charge(r.Person, r.Session, r.Start, usage.Day{CostUSD: r.CostUSD,
 						InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens,
@@ -273,7 +297,12 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
+	var observer relay.TurnObserver
+	if turns != nil {
+		observer = turns
+	}
 	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
+		Turns:         observer,
 		Metered:       gw != nil,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: endTurn,
 		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound,
