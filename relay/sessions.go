@@ -482,7 +482,7 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 		case failed:
 			outcome = "error"
 		}
-		c.log.Info().Str("person", c.Person).Str("outcome", outcome).Dur("took", took).AnErr("error", ev.Err).Msg("turn ended")
+		c.log.Info().Str("person", c.Person).Str("outcome", outcome).Dur("took_ms", took).AnErr("error", ev.Err).Msg("turn ended")
 		c.persistLocked()
 	}
 }

@@ -934,7 +934,7 @@ func (c *CLI) checkStall(turn int) {
 	// process instead of writing to this dying one.
 	c.proc = nil
 	c.mu.Unlock()
-	c.log.Warn().Dur("silent", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
+	c.log.Warn().Dur("silent_ms", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
 	p.Kill()
 	// The process's own reaper collects it; Wait also closes its stdin.
 	c.endTurn(turn, nil, fmt.Errorf("%w (%s)", ErrStalled, idle.Round(time.Second)), false)

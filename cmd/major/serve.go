@@ -393,7 +393,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// events while their clients are still connected, and the
 		// terminals end (hung up, killed at the hooks' deadline); then
 		// streams close and the HTTP server drains.
-		log.Info().Dur("grace", cfg.ShutdownGrace).Msg("shutting down: interrupting running turns")
+		log.Info().Dur("grace_ms", cfg.ShutdownGrace).Msg("shutting down: interrupting running turns")
 		var wg sync.WaitGroup
 		wg.Go(func() { sessions.Shutdown(down.turns) })
 		if terminals != nil {
