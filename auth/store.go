@@ -211,11 +211,21 @@ func (s *Store) reload(first bool) error {
 		by[e.SHA256] = e
 	}
 	s.mu.Lock()
+	same := len(by) == len(s.byDigest)
+	for d := range by {
+		_, had := s.byDigest[d]
+		same = same && had
+	}
 	s.byDigest, s.stamp, s.plain = by, st, f.Plain
 	watchers := slices.Clone(s.watchers)
 	s.mu.Unlock()
 	if !first {
-		s.log.Info().Int("tokens", len(by)).Msg("the token file changed; read it again")
+		// The server's own writes of the last use change no token.
+		ev := s.log.Info()
+		if same {
+			ev = s.log.Debug()
+		}
+		ev.Int("tokens", len(by)).Msg("the token file changed; read it again")
 		for _, w := range watchers {
 			w()
 		}

@@ -378,6 +378,9 @@ func TestBackupWhileServing(t *testing.T) {
 		t.Fatal("a backup over an existing folder")
 	}
 	s.stop(t)
+	if lines := strings.Split(strings.TrimSpace(s.logs.String()), "\n"); !strings.Contains(lines[len(lines)-1], `"message":"major has stopped"`) {
+		t.Fatalf("the last log line: %s", lines[len(lines)-1])
+	}
 	restored := launch(t, s.env, s.li, dest, withArg(s.args, "--state-dir", dest), s.environ)
 	hist := readAll(t, restored.req(t, "GET", "/api/claude/history?session_id="+chat.SessionID, ""))
 	if !strings.Contains(hist, "kept safe") {
