@@ -57,5 +57,12 @@ CGO_ENABLED=0 "$GO" build -trimpath -o "$context/major" ./cmd/major
 mkdir -p "$context/claude"
 cp -a "$modules" "$context/claude/node_modules"
 cp deploy/Containerfile "$context/Containerfile"
+old="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
 podman build --quiet --layers --tag "$image" --file "$context/Containerfile" "$context" >&2
+# The image this one replaces (a build for another commit) is removed,
+# so builds do not pile up; one still in use stays.
+new="$(podman image inspect --format '{{.Id}}' "$image")"
+if [ -n "$old" ] && [ "$old" != "$new" ]; then
+	podman rmi "$old" >/dev/null 2>&1 || true
+fi
 echo "$image"
