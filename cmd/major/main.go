@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"math"
 	"net"
 	"net/http"
@@ -356,9 +357,11 @@ func listen(ctx context.Context, addr string) (net.Listener, error) {
 // the body is read, so ReadTimeout never ends a stream either.
 // With tlsConfig it serves HTTPS, HTTP/1.1 only: the terminal's WebSocket
 // is an HTTP/1.1 upgrade.
-func serveHTTP(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, h http.Handler, readTimeout, keepAlive time.Duration, down *shutdown, onShutdown func()) error {
+// The HTTP server's own complaints (a client's failed TLS handshake, a
+// bad request line) go to errorLog.
+func serveHTTP(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, errorLog *stdlog.Logger, h http.Handler, readTimeout, keepAlive time.Duration, down *shutdown, onShutdown func()) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: min(10*time.Second, readTimeout),
-		ReadTimeout: readTimeout, IdleTimeout: keepAlive}
+		ReadTimeout: readTimeout, IdleTimeout: keepAlive, ErrorLog: errorLog}
 	errc := make(chan error, 1)
 	if tlsConfig != nil {
 		srv.TLSConfig = tlsConfig
@@ -382,4 +385,18 @@ func serveHTTP(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, h ht
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// debugLog is a standard logger that writes each line to log at debug
+// level: what net/http reports of clients (failed TLS handshakes from
+// scanners, mostly) is no operator's concern unless looked for.
+func debugLog(log zerolog.Logger) *stdlog.Logger {
+	return stdlog.New(debugWriter{log}, "", 0)
+}
+
+type debugWriter struct{ log zerolog.Logger }
+
+func (w debugWriter) Write(p []byte) (int, error) {
+	w.log.Debug().Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -388,7 +388,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	log.Info().Str("addr", scheme+"://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
 		Str("sandbox", map[bool]string{true: "on", false: "off"}[box != nil]).
 		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
-	return serveHTTP(ctx, ln, tlsConfig, api, cfg.ReadTimeout, cfg.KeepAlive, down, func() {
+	return serveHTTP(ctx, ln, tlsConfig, debugLog(log), api, cfg.ReadTimeout, cfg.KeepAlive, down, func() {
 		// Running turns are interrupted and end with their terminal
 		// events while their clients are still connected, and the
 		// terminals end (hung up, killed at the hooks' deadline); then

@@ -126,7 +126,7 @@ func setupTLS(cfg config, log zerolog.Logger) (*tlsSetup, error) {
 // serveChallenge serves ACME's HTTP-01 challenge on its own listener
 // until the function it returns is called.
 func serveChallenge(ln net.Listener, h http.Handler, log zerolog.Logger) func() {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: time.Minute, ErrorLog: debugLog(log)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
