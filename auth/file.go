@@ -26,8 +26,9 @@ var (
 	ErrNotFound = errors.New("no such token")
 	// ErrNameTaken is a new token's name that another token has.
 	ErrNameTaken = errors.New("a token of that name exists")
-	// ErrBadName is a token name that is empty, too long or not printable.
-	ErrBadName = errors.New("a token's name is 1 to 64 printable characters")
+	// ErrBadName is a token name that is empty, too long, not printable
+	// or holds a slash.
+	ErrBadName = errors.New("a token's name is 1 to 64 printable characters, without a slash")
 )
 
 // Entry is one token of the file: never the token itself, only its
@@ -150,7 +151,8 @@ func checkName(name string) error {
 		return ErrBadName
 	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
+		// A name is a path element of DELETE /api/claude/tokens/{name}.
+		if r < 0x20 || r == 0x7f || r == '/' {
 			return ErrBadName
 		}
 	}
