@@ -4,7 +4,7 @@ GO ?= go
 CLAUDE := .tools/claude/node_modules/.bin/claude
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build claude sandbox caddy run test e2e lint bench image image-test clean
+.PHONY: all build claude sandbox caddy pebble run test e2e lint bench image image-test clean
 
 all: build
 
@@ -27,6 +27,11 @@ sandbox:
 caddy:
 	bash scripts/install-caddy.sh >/dev/null
 
+# Pebble, a test ACME CA, and its DNS server, which the ACME test
+# gets a certificate from (Debian's package, when missing).
+pebble:
+	bash scripts/install-debian-package.sh pebble pebble >/dev/null
+
 # Starts the server on a demo vault; with no Anthropic credential set it
 # runs against the offline scripted model and says so.
 run: claude sandbox build
@@ -37,7 +42,7 @@ run: claude sandbox build
 # against the server, lint (vet and staticcheck) and the benchmarks that
 # need no CLI once in their short form (so none rots), and the container
 # image's test where Podman can run (it says so where it cannot).
-test: claude sandbox caddy
+test: claude sandbox caddy pebble
 	GO=$(GO) bash scripts/test.sh
 
 # The web client's tests alone (installs Chromium from Debian if missing).

@@ -112,6 +112,9 @@ type config struct {
 	// CA's directory URL (Let's Encrypt when empty).
 	ACMEHTTPAddr  string
 	ACMEDirectory string
+	// ACMEDirectoryCA is a PEM file of the CA certificates the ACME
+	// directory's own HTTPS is checked against, beside the system's.
+	ACMEDirectoryCA string
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
 	// TraceContent puts message text in trace spans.
@@ -194,6 +197,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.ACMEEmail, "acme-email", "", "the address the ACME CA writes to about the certificates (MAJOR_ACME_EMAIL)")
 	fs.StringVar(&c.ACMEHTTPAddr, "acme-http-addr", ":80", "where ACME's HTTP-01 challenge is answered, and plain HTTP redirected to HTTPS (MAJOR_ACME_HTTP_ADDR)")
 	fs.StringVar(&c.ACMEDirectory, "acme-directory", "", "the ACME CA's directory URL (MAJOR_ACME_DIRECTORY; default Let's Encrypt)")
+	fs.StringVar(&c.ACMEDirectoryCA, "acme-directory-ca", "", "PEM file of the CA that signed the ACME directory's HTTPS certificate, for a private ACME CA, trusted beside the system's (MAJOR_ACME_DIRECTORY_CA)")
 	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For names the client, for logs and the failed sign-in limit (MAJOR_TRUSTED_PROXIES; default none)")
 	fs.BoolVar(&c.TraceContent, "trace-content", false, "put the messages' text in the trace spans exported to OTEL_EXPORTER_OTLP_ENDPOINT (MAJOR_TRACE_CONTENT; default: sizes only)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")

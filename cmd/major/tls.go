@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -115,10 +116,20 @@ func setupTLS(cfg config, log zerolog.Logger) (*tlsSetup, error) {
 		if cfg.ACMEDirectory != "" {
 			m.Client = &acme.Client{DirectoryURL: cfg.ACMEDirectory}
 		}
+		if cfg.ACMEDirectoryCA != "" {
+			client, err := trustingClient(cfg.ACMEDirectoryCA)
+			if err != nil {
+				return nil, fmt.Errorf("--acme-directory-ca: %w", err)
+			}
+			if m.Client == nil {
+				m.Client = &acme.Client{DirectoryURL: autocert.DefaultACMEDirectory}
+			}
+			m.Client.HTTPClient = client
+		}
 		base.GetCertificate = m.GetCertificate
 		// The TLS-ALPN-01 challenge needs its protocol offered too.
 		base.NextProtos = append(base.NextProtos, acme.ALPNProto)
-		return &tlsSetup{config: base, challenge: m.HTTPHandler(nil), challengeAddr: cfg.ACMEHTTPAddr}, nil
+		return &tlsSetup{config: base, challenge: hostWithoutPort(m.HTTPHandler(nil)), challengeAddr: cfg.ACMEHTTPAddr}, nil
 	}
 	return nil, nil
 }
@@ -153,4 +164,35 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// trustingClient is an HTTP client that trusts the CA certificates in
+// the PEM file at path beside the system's.
+func trustingClient(path string) (*http.Client, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: t, Timeout: time.Minute}, nil
+}
+
+// hostWithoutPort passes requests on with the port taken off their Host:
+// the CA asks for a challenge with the port in Host when it is not 80
+// (a test CA, a forwarded port), and the host policy knows names only.
+func hostWithoutPort(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if host, _, err := net.SplitHostPort(r.Host); err == nil {
+			r.Host = host
+		}
+		h.ServeHTTP(w, r)
+	})
 }
