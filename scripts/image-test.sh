@@ -38,6 +38,8 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+# Debian's runc, for machines whose cgroups crun refuses.
+bash scripts/install-debian-package.sh runc runc >/dev/null || true
 limits=(--ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit "nproc=$(( $(ulimit -Hu) < 32768 ? $(ulimit -Hu) : 32768 )):$(( $(ulimit -Hu) < 32768 ? $(ulimit -Hu) : 32768 ))")
 found=""
 for args in "" "--runtime=runc" "LIMITS" "--runtime=runc LIMITS"; do
