@@ -4,7 +4,7 @@ GO ?= go
 CLAUDE := .tools/claude/node_modules/.bin/claude
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build claude sandbox run test e2e lint bench clean
+.PHONY: all build claude sandbox caddy pebble run test e2e lint bench image image-test clean
 
 all: build
 
@@ -22,6 +22,16 @@ $(CLAUDE): scripts/install-claude.sh
 sandbox:
 	bash scripts/install-bubblewrap.sh >/dev/null
 
+# Caddy, the reverse proxy of deploy/Caddyfile, which a test puts in
+# front of the server (Debian's package, when missing).
+caddy:
+	bash scripts/install-caddy.sh >/dev/null
+
+# Pebble, a test ACME CA, and its DNS server, which the ACME test
+# gets a certificate from (Debian's package, when missing).
+pebble:
+	bash scripts/install-debian-package.sh pebble pebble >/dev/null
+
 # Starts the server on a demo vault; with no Anthropic credential set it
 # runs against the offline scripted model and says so.
 run: claude sandbox build
@@ -30,13 +40,24 @@ run: claude sandbox build
 # Every test, all at once (scripts/test.sh): the Go packages (real-CLI ones
 # included) with the race detector, the web client in headless Chromium
 # against the server, lint (vet and staticcheck) and the benchmarks that
-# need no CLI once in their short form (so none rots).
-test: claude sandbox
+# need no CLI once in their short form (so none rots), and the container
+# image's test where Podman can run (it says so where it cannot).
+test: claude sandbox caddy pebble
 	GO=$(GO) bash scripts/test.sh
 
 # The web client's tests alone (installs Chromium from Debian if missing).
 e2e: claude sandbox
 	bash web/e2e/run.sh
+
+# The container image, localhost/major, built with Podman on a base made
+# from Debian's packages (deploy/Containerfile, scripts/build-image.sh);
+# needs root.
+image: claude
+	GO=$(GO) bash scripts/build-image.sh
+
+# The image started on a vault and a state volume, one chat through it.
+image-test: claude
+	GO=$(GO) bash scripts/image-test.sh
 
 lint:
 	$(GO) vet ./...

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/attachments"
+	"github.com/majorhq/major/auth"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
@@ -68,13 +71,25 @@ type Config struct {
 	Vault *vault.Guard
 	// Done is closed when the server shuts down; streams end then.
 	Done <-chan struct{}
+	// FailedAuth limits failed authentications per client address;
+	// default 10 at once, one more every 6 s.
+	FailedAuth *auth.Limiter
+	// TrustedProxies are the peers whose X-Forwarded-For (and, for the
+	// pairing link, X-Forwarded-Proto and X-Forwarded-Host) is believed.
+	TrustedProxies []netip.Prefix
+	// Registerer, when set, gets the HTTP requests' count and duration by
+	// route, method and status.
+	Registerer prometheus.Registerer
 }
 
 // Server is the HTTP API in front of the sessions.
 type Server struct {
-	cfg    Config
-	log    zerolog.Logger
-	engine *gin.Engine
+	cfg     Config
+	log     zerolog.Logger
+	engine  *gin.Engine
+	failed  *auth.Limiter
+	open    openRequests
+	metrics *httpMetrics
 }
 
 // NewServer builds the router.
@@ -91,11 +106,16 @@ func NewServer(cfg Config) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, failed: cfg.FailedAuth, metrics: newHTTPMetrics(cfg.Registerer)}
+	if s.failed == nil {
+		s.failed = auth.NewLimiter(10, 6*time.Second, nil)
+	}
+	// A revoked token's streams end at once, not when they next write.
+	cfg.Auth.OnChange(s.closeRevoked)
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recoverer, s.accessLog)
+	r.Use(s.recoverer, s.accessLog, s.securityHeaders)
 	if len(cfg.CORSOrigins) > 0 {
 		r.Use(cors(cfg.CORSOrigins))
 	}
@@ -140,6 +160,12 @@ func NewServer(cfg Config) *Server {
 	api.GET("/sessions/:id/changes/:turn", s.turnDiff)
 	api.GET("/vault/tree", s.vaultTree)
 	api.GET("/vault/file", s.vaultFile)
+	api.GET("/tokens", s.listTokens)
+	api.DELETE("/tokens/:name", s.revokeToken)
+	api.POST("/pairings", s.createPairing)
+	// Redeeming a pairing code is how a device gets its token: the code
+	// is its credential, limited like a token.
+	r.POST("/api/claude/pair", s.redeemPairing)
 
 	if cfg.MCP != nil {
 		mcp := func(c *gin.Context) {
@@ -153,7 +179,8 @@ func NewServer(cfg Config) *Server {
 		r.Any("/mcp/*rest", s.authenticate, mcp)
 	}
 	if cfg.Static != nil {
-		r.StaticFS("/app", cfg.Static)
+		r.GET("/app/*filepath", s.static)
+		r.HEAD("/app/*filepath", s.static)
 		r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/app/") })
 	}
 	s.engine = r
@@ -182,6 +209,14 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 	switch {
 	case errors.As(err, &ae):
 		status, msg = ae.status, ae.msg
+	case errors.Is(err, auth.ErrNotFound):
+		status, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, auth.ErrShared):
+		status, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, auth.ErrBadCode):
+		status, msg = http.StatusUnauthorized, err.Error()
+	case errors.Is(err, auth.ErrBadName):
+		status, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, relay.ErrNotFound):
 		status, msg = http.StatusNotFound, "session not found"
 	case errors.Is(err, relay.ErrTooManySessions):
@@ -269,49 +304,6 @@ func (s *Server) recoverer(c *gin.Context) {
 			}
 		}
 	}()
-	c.Next()
-}
-
-func (s *Server) accessLog(c *gin.Context) {
-	start := time.Now()
-	c.Next()
-	// No headers are logged: they carry tokens.
-	s.log.Debug().Str("method", c.Request.Method).Str("path", c.Request.URL.Path).
-		Int("status", c.Writer.Status()).Dur("took", time.Since(start)).Str("person", c.GetString(personKey)).Msg("request")
-}
-
-const personKey = "major.person"
-
-func personOf(c *gin.Context) string { return c.GetString(personKey) }
-
-// authenticate checks the bearer token and the person it acts as.
-func (s *Server) authenticate(c *gin.Context) {
-	h := c.GetHeader("Authorization")
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	person := c.GetHeader("X-Notes-Person")
-	if h == "" {
-		// A browser's WebSocket offers them as subprotocols.
-		token, person = websocketCredentials(c.Request)
-		ok = token != ""
-	}
-	if !ok || token == "" {
-		s.fail(c, &apiError{http.StatusUnauthorized, "missing bearer token"})
-		return
-	}
-	persons := s.cfg.Auth.persons(token)
-	if persons == nil {
-		s.fail(c, &apiError{http.StatusUnauthorized, "invalid token"})
-		return
-	}
-	if !vault.ValidPerson(person) {
-		s.fail(c, badRequest("X-Notes-Person must be a plain lowercase name"))
-		return
-	}
-	if !persons[person] {
-		s.fail(c, &apiError{http.StatusForbidden, "this token may not act as " + person})
-		return
-	}
-	c.Set(personKey, person)
 	c.Next()
 }
 

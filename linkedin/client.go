@@ -428,7 +428,7 @@ func (c *Client) do(ctx context.Context, acct Account, method, path string, body
 			return nil, err
 		}
 		c.log.Warn().Err(err).Str("method", method).Str("path", logPath).
-			Int("attempt", attempt).Dur("wait", wait).Msg("linkedin call failed, retrying")
+			Int("attempt", attempt).Dur("wait_ms", wait).Msg("linkedin call failed, retrying")
 		if serr := c.sleep(ctx, wait); serr != nil {
 			return nil, fmt.Errorf("%w (gave up waiting to retry: %w)", err, serr)
 		}
@@ -547,7 +547,7 @@ func (c *Client) create(ctx context.Context, acct Account, path string, body any
 		if attempt >= c.attempts || time.Until(deadline) < wait {
 			return nil, "", err
 		}
-		c.log.Warn().Err(err).Str("path", path).Int("attempt", attempt).Dur("wait", wait).Msg("linkedin create not applied, retrying")
+		c.log.Warn().Err(err).Str("path", path).Int("attempt", attempt).Dur("wait_ms", wait).Msg("linkedin create not applied, retrying")
 		if serr := c.sleep(ctx, wait); serr != nil {
 			return nil, "", fmt.Errorf("%w (gave up waiting to retry: %w)", err, serr)
 		}

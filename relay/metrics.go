@@ -1,99 +1,105 @@
 package relay
 
 import (
-	"fmt"
-	"io"
 	"net/http"
-	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Metrics counts what the relay does, served in Prometheus' text format.
-// Written out by hand: a handful of counters, gauges and one histogram do
-// not need a client library.
+// Metrics counts what the relay does: sessions, processes, subscribers
+// and turns, for the whole server (no person, session or text). It is a
+// prometheus.Collector, registered with the server's registry beside the
+// runtime's and the HTTP API's series; ServeHTTP serves it alone.
 type Metrics struct {
-	turns      atomic.Int64
-	turnErrors atomic.Int64
-	interrupts atomic.Int64
-	dropped    atomic.Int64
-
-	mu      sync.Mutex
-	buckets []float64 // upper bounds, seconds
-	counts  []int64   // per bucket, cumulative at render
-	sum     float64
-	count   int64
+	turns, turnErrors, interrupts, dropped prometheus.Counter
+	turnDuration                           prometheus.Histogram
+	collectors                             []prometheus.Collector
 
 	sessions func() (sessions, subscribers int)
 	live     func() int
 	waiting  func() int
 }
 
+var _ prometheus.Collector = (*Metrics)(nil)
+
 // turnBuckets are the turn duration histogram's bounds, in seconds: turns
 // run from a second to many minutes.
 var turnBuckets = []float64{0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
 
 func newMetrics() *Metrics {
-	return &Metrics{buckets: turnBuckets, counts: make([]int64, len(turnBuckets))}
+	m := &Metrics{
+		turns:        prometheus.NewCounter(prometheus.CounterOpts{Name: "major_turns_total", Help: "Turns ended."}),
+		turnErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "major_turn_errors_total", Help: "Turns that ended with an error."}),
+		interrupts:   prometheus.NewCounter(prometheus.CounterOpts{Name: "major_turn_interrupts_total", Help: "Turns that were interrupted."}),
+		dropped:      prometheus.NewCounter(prometheus.CounterOpts{Name: "major_dropped_subscribers_total", Help: "Clients cut off for falling behind."}),
+		turnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "major_turn_duration_seconds", Help: "Turn duration.", Buckets: turnBuckets}),
+	}
+	gauge := func(name, help string, v func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, v)
+	}
+	m.collectors = []prometheus.Collector{
+		gauge("major_sessions", "Chat sessions held by the server.", func() float64 {
+			n, _ := m.counts()
+			return float64(n)
+		}),
+		gauge("major_claude_processes", "Live claude CLI processes.", func() float64 { return call(m.live) }),
+		gauge("major_claude_waiting_processes", "Claude CLI processes started ahead, ready for a new chat (counted in major_claude_processes too).", func() float64 { return call(m.waiting) }),
+		gauge("major_subscribers", "Clients attached to session streams.", func() float64 {
+			_, n := m.counts()
+			return float64(n)
+		}),
+		m.turns, m.turnErrors, m.interrupts, m.dropped, m.turnDuration,
+	}
+	return m
+}
+
+func call(f func() int) float64 {
+	if f == nil {
+		return 0
+	}
+	return float64(f())
+}
+
+func (m *Metrics) counts() (sessions, subscribers int) {
+	if m.sessions == nil {
+		return 0, 0
+	}
+	return m.sessions()
 }
 
 func (m *Metrics) turnEnded(d time.Duration, failed, interrupted bool) {
-	m.turns.Add(1)
+	m.turns.Inc()
 	if failed {
-		m.turnErrors.Add(1)
+		m.turnErrors.Inc()
 	}
 	if interrupted {
-		m.interrupts.Add(1)
+		m.interrupts.Inc()
 	}
-	sec := d.Seconds()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sum += sec
-	m.count++
-	if i := sort.SearchFloat64s(m.buckets, sec); i < len(m.buckets) {
-		m.counts[i]++
+	m.turnDuration.Observe(d.Seconds())
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors {
+		c.Describe(ch)
 	}
 }
 
-// ServeHTTP writes the metrics.
-func (m *Metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	m.write(w)
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors {
+		c.Collect(ch)
+	}
 }
 
-func (m *Metrics) write(w io.Writer) {
-	sessions, subs := 0, 0
-	if m.sessions != nil {
-		sessions, subs = m.sessions()
+// ServeHTTP serves the relay's series alone, in Prometheus' text format.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r == nil {
+		r, _ = http.NewRequest(http.MethodGet, "/metrics", nil)
 	}
-	live, waiting := 0, 0
-	if m.live != nil {
-		live = m.live()
-	}
-	if m.waiting != nil {
-		waiting = m.waiting()
-	}
-	metric := func(name, kind, help string, v any) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, kind, name, v)
-	}
-	metric("major_sessions", "gauge", "Chat sessions held by the server.", sessions)
-	metric("major_claude_processes", "gauge", "Live claude CLI processes.", live)
-	metric("major_claude_waiting_processes", "gauge", "Claude CLI processes started ahead, ready for a new chat (counted in major_claude_processes too).", waiting)
-	metric("major_subscribers", "gauge", "Clients attached to session streams.", subs)
-	metric("major_turns_total", "counter", "Turns ended.", m.turns.Load())
-	metric("major_turn_errors_total", "counter", "Turns that ended with an error.", m.turnErrors.Load())
-	metric("major_turn_interrupts_total", "counter", "Turns that were interrupted.", m.interrupts.Load())
-	metric("major_dropped_subscribers_total", "counter", "Clients cut off for falling behind.", m.dropped.Load())
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	const h = "major_turn_duration_seconds"
-	fmt.Fprintf(w, "# HELP %s Turn duration.\n# TYPE %s histogram\n", h, h)
-	var cum int64
-	for i, b := range m.buckets {
-		cum += m.counts[i]
-		fmt.Fprintf(w, "%s_bucket{le=\"%g\"} %d\n", h, b, cum)
-	}
-	fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %g\n%s_count %d\n", h, m.count, h, m.sum, h, m.count)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }

@@ -90,9 +90,20 @@ type LauncherFunc func(SessionParams) CLI
 // Launch calls f.
 func (f LauncherFunc) Launch(p SessionParams) CLI { return f(p) }
 
+// TurnObserver follows every session's turns as their events arrive
+// (package tracing makes a trace of each turn). It is called with the
+// session's lock held: it must not block or call the session.
+type TurnObserver interface {
+	// Observe sees ev of session's turn; accepted is, on a turn's start,
+	// when its message was accepted (it may have waited in the queue).
+	Observe(session, person string, accepted time.Time, ev supervisor.Event)
+}
+
 // RegistryConfig configures a Registry.
 type RegistryConfig struct {
 	Launcher Launcher
+	// Turns, when set, observes every turn's events.
+	Turns TurnObserver
 	// Store keeps sessions across restarts; nil keeps them in memory only.
 	Store *sessionstore.Store
 	// EvictAfter is how long an idle session (no client attached, no
@@ -258,6 +269,7 @@ type Session struct {
 	maxLog  int64 // compact the log past this size
 	log     zerolog.Logger
 	metrics *Metrics
+	turns   TurnObserver
 
 	mu    sync.Mutex
 	tr    *clientevent.Translator
@@ -530,7 +542,7 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 		case failed:
 			outcome = "error"
 		}
-		c.log.Info().Str("person", c.Person).Str("outcome", outcome).Dur("took", took).AnErr("error", ev.Err).Msg("turn ended")
+		c.log.Info().Str("person", c.Person).Str("outcome", outcome).Dur("took_ms", took).AnErr("error", ev.Err).Msg("turn ended")
 		c.persistLocked()
 	}
 }
@@ -794,6 +806,7 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		asks:         newAsks(),
 		log:          r.log.With().Str("session", m.ID).Logger(),
 		metrics:      r.metrics,
+		turns:        r.cfg.Turns,
 		queue:        turnQueue{limit: r.cfg.QueueLimit},
 		ledger:       r.ledger,
 		meteredMode:  r.cfg.Metered,

@@ -132,7 +132,17 @@ func (c *Session) publishLocked(ev supervisor.Event, advance bool) {
 	c.draftHookLocked(ev)
 	// The session is free for the next message as soon as the CLI's turn
 	// ended, even while that turn's events wait.
-	if c.queueSeesLocked(ev, advance) {
+	queueOnly := c.queueSeesLocked(ev, advance)
+	if c.turns != nil {
+		// As the events arrive, before any waits: their order and times
+		// are the turn's own.
+		accepted := ev.Time
+		if t := c.cliTurn.ticket; ev.Kind == supervisor.EventTurnStart && t != nil {
+			accepted = t.Accepted
+		}
+		c.turns.Observe(c.ID, c.Person, accepted, ev)
+	}
+	if queueOnly {
 		return
 	}
 	if c.held.waiting() {

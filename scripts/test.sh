@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test (`make test`): the Go tests (the real-CLI ones included)
 # with the race detector and, beside them, the web client in headless
-# Chromium against the server, lint (vet and staticcheck) and the
-# benchmarks that need no CLI once in their short form (so none rots).
+# Chromium against the server, lint (vet and staticcheck), the
+# benchmarks that need no CLI once in their short form (so none rots)
+# and the container image's test (which says IMAGE TEST NOT RUN where
+# Podman cannot run a container).
 # Needs no input; exits non-zero if any part fails.
 #
-# All four start at once. The Go tests keep both cores busy, two packages
+# All five start at once. The Go tests keep both cores busy, two packages
 # at a time; the browser test mostly waits (for the page, the CLI, the
 # model), so the others fit around it. The benchmarks are a run of their
 # own because `go test -bench` runs packages one after the other. The
@@ -37,6 +39,7 @@ phase() { # name command...: in the background, its output to a log
 }
 phase e2e bash web/e2e/run.sh
 phase lint make --no-print-directory lint
+phase image bash scripts/image-test.sh
 # The benchmarks that start no CLI, once each, without the race detector
 # (the tests run the same code under it) and built as the browser test
 # builds the server, so the two share packages. The whole-server ones
@@ -57,7 +60,7 @@ echo "=== go tests"
 echo "=== go tests took $(($(date +%s) - start))s"
 
 wait
-for name in lint bench e2e; do
+for name in lint bench image e2e; do
 	rc=$(cat "$logs/$name.rc" 2>/dev/null || echo 1)
 	echo "=== $name (exit $rc, ended at $(cat "$logs/$name.took" 2>/dev/null || echo ?)s)"
 	cat "$logs/$name"

@@ -394,7 +394,7 @@ func (p *Pool) reap() {
 		p.mu.Unlock()
 		for _, c := range idle {
 			if c.StopIfIdle() {
-				p.log.Info().Str("session", c.ID()).Dur("idle", p.cfg.IdleTimeout).Msg("stopped an idle claude; the next turn resumes it")
+				p.log.Info().Str("session", c.ID()).Dur("idle_ms", p.cfg.IdleTimeout).Msg("stopped an idle claude; the next turn resumes it")
 			}
 		}
 	}

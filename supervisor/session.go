@@ -65,9 +65,22 @@ type Event struct {
 	// EventSteerDropped, the id the person's message has in the CLI's
 	// conversation (what RewindFiles takes).
 	MessageID string
+	// Process is, on EventTurnStart, where the turn's process comes from:
+	// ProcessRunning, ProcessWarm or ProcessStart (for traces).
+	Process string
 	// Usage is, on EventTurnEnd, what the turn used, when the CLI said.
 	Usage *Usage
 }
+
+// Where a turn's process comes from (Event.Process).
+const (
+	// ProcessRunning: the session's process was alive already.
+	ProcessRunning = "running"
+	// ProcessWarm: a process the warm pool started ahead was taken.
+	ProcessWarm = "warm"
+	// ProcessStart: a process is started for the turn.
+	ProcessStart = "start"
+)
 
 // Usage is what one turn used: the sum over every API request of the
 // turn, from the CLI's own figures.
@@ -410,8 +423,9 @@ func (c *CLI) SendContent(ctx context.Context, text string, blocks []json.RawMes
 	}
 	// A new conversation starts in a process the warm pool started for
 	// it, when there is one.
+	process := ProcessRunning
 	if needSlot && fresh && c.fitsWarm() && c.adopt() {
-		needSlot = false
+		needSlot, process = false, ProcessWarm
 	}
 	// A turn that needs a process waits for a slot before it starts, so a
 	// full server answers "busy" instead of a turn that fails.
@@ -421,8 +435,11 @@ func (c *CLI) SendContent(ctx context.Context, text string, blocks []json.RawMes
 		}
 	}
 	c.step(StepBeforeStart, c.process())
+	if process == ProcessRunning && c.process() == nil {
+		process = ProcessStart
+	}
 	id := uuid.NewString()
-	if err := c.startTurn(turn, text, id); err != nil {
+	if err := c.startTurn(turn, text, id, process); err != nil {
 		if needSlot {
 			c.cfg.Pool.unreserve(c)
 		}
@@ -551,7 +568,7 @@ func (c *CLI) process() *Process {
 // session and is Send's error.
 func (c *CLI) notStarted(turn int, text string, err error) error {
 	if c.interrupted(turn) {
-		if err := c.startTurn(turn, text, ""); err != nil {
+		if err := c.startTurn(turn, text, "", ""); err != nil {
 			return err
 		}
 		c.endTurn(turn, nil, nil, true)
@@ -578,7 +595,7 @@ func (c *CLI) interrupted(turn int) bool {
 // startTurn publishes the start of turn, which Send holds; from now on
 // the turn can end. ErrClosed (and the session freed) if the session was
 // closed meanwhile.
-func (c *CLI) startTurn(turn int, text, messageID string) error {
+func (c *CLI) startTurn(turn int, text, messageID, process string) error {
 	c.turnMu.Lock()
 	defer c.turnMu.Unlock()
 	c.mu.Lock()
@@ -589,7 +606,7 @@ func (c *CLI) startTurn(turn int, text, messageID string) error {
 	}
 	c.started = true
 	c.mu.Unlock()
-	c.publish(Event{Kind: EventTurnStart, Turn: turn, Text: text, MessageID: messageID})
+	c.publish(Event{Kind: EventTurnStart, Turn: turn, Text: text, MessageID: messageID, Process: process})
 	return nil
 }
 
@@ -1103,7 +1120,7 @@ func (c *CLI) checkStall(turn int) {
 	// process instead of writing to this dying one.
 	c.proc = nil
 	c.mu.Unlock()
-	c.log.Warn().Dur("silent", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
+	c.log.Warn().Dur("silent_ms", idle).Int("pid", p.Pid()).Msg("claude stalled; killing it")
 	p.Kill()
 	// The process's own reaper collects it; Wait also closes its stdin.
 	c.endTurn(turn, nil, fmt.Errorf("%w (%s)", ErrStalled, idle.Round(time.Second)), false)

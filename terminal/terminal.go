@@ -667,7 +667,7 @@ func (t *Terminal) expire() {
 	idle := t.client == nil
 	t.mu.Unlock()
 	if idle {
-		t.log.Info().Dur("grace", t.m.cfg.Grace).Msg("no client came back to the terminal; ending it")
+		t.log.Info().Dur("grace_ms", t.m.cfg.Grace).Msg("no client came back to the terminal; ending it")
 		t.kill()
 	}
 }

@@ -201,7 +201,7 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 	quiet, release := g.writes.quiesce(ctx, g.cfg.WriteWait)
 	defer release()
 	if !quiet {
-		g.log.Warn().Dur("waited", g.cfg.WriteWait).Msg("files are still being written; committing without pulling")
+		g.log.Warn().Dur("waited_ms", g.cfg.WriteWait).Msg("files are still being written; committing without pulling")
 	}
 
 	// A git call killed half way (by its timeout, or a crash of the

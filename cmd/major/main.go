@@ -3,6 +3,8 @@
 // a small HTTP API.
 //
 //	major serve [flags]
+//	major token add|list|revoke --auth-file FILE ...
+//	major backup [--state-dir DIR] DEST
 //
 // `major hook <callback id>` is run by a terminal's claude for each of its
 // hooks (see package hooks); people do not run it.
@@ -10,13 +12,16 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -106,6 +111,22 @@ type config struct {
 	// Environ is the server's environment (KEY=value); the CLI's starts
 	// from it.
 	Environ []string
+	// TLSCert and TLSKey serve HTTPS from files (read again when they
+	// change); ACMEDomains get certificates from an ACME CA instead.
+	TLSCert, TLSKey string
+	ACMEDomains     []string
+	ACMEEmail       string
+	// ACMEHTTPAddr serves ACME's HTTP-01 challenge; ACMEDirectory is the
+	// CA's directory URL (Let's Encrypt when empty).
+	ACMEHTTPAddr  string
+	ACMEDirectory string
+	// ACMEDirectoryCA is a PEM file of the CA certificates the ACME
+	// directory's own HTTPS is checked against, beside the system's.
+	ACMEDirectoryCA string
+	// TrustedProxies are the peers whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+	// TraceContent puts message text in trace spans.
+	TraceContent bool
 }
 
 // lookup is getenv over an environment list; the last value of a key wins,
@@ -184,12 +205,42 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	noteKiB := fs.Int("attach-note-max-kb", 100, "most KiB of one attached note (or text file) the model is sent; a longer one is cut with a line saying so (MAJOR_ATTACH_NOTE_MAX_KB)")
 	sandboxMode := fs.String("sandbox", "on", "on: every claude, and all it starts, runs in a bubblewrap sandbox of its person's; off: without it, the vault guard is the only boundary and the terminal is refused (MAJOR_SANDBOX)")
 	fs.StringVar(&c.ManagedSettings, "claude-managed-settings", sandbox.ManagedSettingsDir, "the machine's Claude Code managed settings folder (its policy for every claude), read-only in every sandbox at "+sandbox.ManagedSettingsDir+" (MAJOR_CLAUDE_MANAGED_SETTINGS)")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, the chain after it), read again when it changes (MAJOR_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM) (MAJOR_TLS_KEY)")
+	acmeDomains := fs.String("acme-domain", "", "comma-separated domain names to get HTTPS certificates for from Let's Encrypt, renewed by the server; needs :80 and :443 reachable (MAJOR_ACME_DOMAIN)")
+	fs.StringVar(&c.ACMEEmail, "acme-email", "", "the address the ACME CA writes to about the certificates (MAJOR_ACME_EMAIL)")
+	fs.StringVar(&c.ACMEHTTPAddr, "acme-http-addr", ":80", "where ACME's HTTP-01 challenge is answered, and plain HTTP redirected to HTTPS (MAJOR_ACME_HTTP_ADDR)")
+	fs.StringVar(&c.ACMEDirectory, "acme-directory", "", "the ACME CA's directory URL (MAJOR_ACME_DIRECTORY; default Let's Encrypt)")
+	fs.StringVar(&c.ACMEDirectoryCA, "acme-directory-ca", "", "PEM file of the CA that signed the ACME directory's HTTPS certificate, for a private ACME CA, trusted beside the system's (MAJOR_ACME_DIRECTORY_CA)")
+	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For names the client, for logs and the failed sign-in limit (MAJOR_TRUSTED_PROXIES; default none)")
+	fs.BoolVar(&c.TraceContent, "trace-content", false, "put the messages' text in the trace spans exported to OTEL_EXPORTER_OTLP_ENDPOINT (MAJOR_TRACE_CONTENT; default: sizes only)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return c, err
 	}
 	if err := setFromEnv(fs, getenv); err != nil {
 		return c, err
+	}
+	addrGiven := false
+	fs.Visit(func(f *flag.Flag) { addrGiven = addrGiven || f.Name == "addr" })
+	addrGiven = addrGiven || getenv("MAJOR_ADDR") != ""
+	if c.TrustedProxies, err = httpapi.ParseTrustedProxies(*trustedProxies); err != nil {
+		return c, fmt.Errorf("--trusted-proxies (MAJOR_TRUSTED_PROXIES): %w", err)
+	}
+	for _, d := range strings.Split(*acmeDomains, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			c.ACMEDomains = append(c.ACMEDomains, d)
+		}
+	}
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return c, errors.New("--tls-cert (MAJOR_TLS_CERT) and --tls-key (MAJOR_TLS_KEY) go together")
+	case c.TLSCert != "" && len(c.ACMEDomains) > 0:
+		return c, errors.New("--tls-cert and --acme-domain exclude each other: certificates come from files or from ACME")
+	case len(c.ACMEDomains) > 0 && !addrGiven:
+		// Certificates for a domain are for its HTTPS port.
+		c.Addr = ":443"
 	}
 	origins, err := httpapi.ParseOrigins(*corsOrigins)
 	if err != nil {
@@ -275,8 +326,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 // run is the whole program, with its environment as a list of KEY=value;
 // tests call it with ":0", temp dirs and an environment of their own.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "token" {
+		return token(args[1:], lookup(environ), stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "backup" {
+		return backup(ctx, args[1:], lookup(environ), stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(stderr, "usage: major serve [flags]   (major serve -h lists the flags)")
+		fmt.Fprintln(stderr, "usage: major serve [flags]   (major serve -h lists the flags)\n       major token add|list|revoke ...\n       major backup --state-dir DIR DEST")
 		return errors.New("no command")
 	}
 	cfg, err := parseFlags(args[1:], lookup(environ), stderr)
@@ -289,7 +346,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	log := zerolog.New(stdout).Level(level).With().Timestamp().Logger()
 	cfg.Environ = environ
-	return serve(ctx, cfg, log, stdout)
+	err = serve(ctx, cfg, log, stdout)
+	// Everything serve started has ended by now.
+	log.Info().Err(err).Msg("major has stopped")
+	return err
 }
 
 // findClaude resolves the claude binary: the flag, the project's pinned
@@ -333,11 +393,21 @@ func listen(ctx context.Context, addr string) (net.Listener, error) {
 // write timeout, so an answer streams for as long as its turn lasts (the
 // relay bounds each line it writes); net/http lifts the read deadline once
 // the body is read, so ReadTimeout never ends a stream either.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, readTimeout, keepAlive time.Duration, down *shutdown, onShutdown func()) error {
+// With tlsConfig it serves HTTPS, HTTP/1.1 only: the terminal's WebSocket
+// is an HTTP/1.1 upgrade.
+// The HTTP server's own complaints (a client's failed TLS handshake, a
+// bad request line) go to errorLog.
+func serveHTTP(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, errorLog *stdlog.Logger, h http.Handler, readTimeout, keepAlive time.Duration, down *shutdown, onShutdown func()) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: min(10*time.Second, readTimeout),
-		ReadTimeout: readTimeout, IdleTimeout: keepAlive}
+		ReadTimeout: readTimeout, IdleTimeout: keepAlive, ErrorLog: errorLog}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if tlsConfig != nil {
+		srv.TLSConfig = tlsConfig
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -353,4 +423,18 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, readTimeout
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// debugLog is a standard logger that writes each line to log at debug
+// level: what net/http reports of clients (failed TLS handshakes from
+// scanners, mostly) is no operator's concern unless looked for.
+func debugLog(log zerolog.Logger) *stdlog.Logger {
+	return stdlog.New(debugWriter{log}, "", 0)
+}
+
+type debugWriter struct{ log zerolog.Logger }
+
+func (w debugWriter) Write(p []byte) (int, error) {
+	w.log.Debug().Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

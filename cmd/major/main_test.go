@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -506,7 +507,19 @@ func TestWebClientIsBuiltIn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := readAll(t, s.req(t, "GET", path, "")); got != string(want) {
+		resp := s.req(t, "GET", path, "")
+		got := readAll(t, resp)
+		if file == "index.html" {
+			// The page gets a nonce of its own, in its policy and its meta
+			// tag, and is otherwise the file.
+			m := regexp.MustCompile(`<meta name="csp-nonce" content="([A-Za-z0-9+/=]{16,})">`).FindStringSubmatch(got)
+			if m == nil || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "'nonce-"+m[1]+"'") {
+				t.Errorf("GET %s: no nonce shared by the page and its policy", path)
+				continue
+			}
+			got = strings.Replace(got, m[1], "", 1)
+		}
+		if got != string(want) {
 			t.Errorf("GET %s is not web/%s (%d bytes, want %d)", path, file, len(got), len(want))
 		}
 	}
@@ -733,6 +746,10 @@ func TestHTTPServingOnOneSession(t *testing.T) {
 			"major_sessions 1", "major_claude_processes 1", "major_turns_total 4", "major_turn_errors_total 1",
 			"major_dropped_subscribers_total 0", "major_subscribers 0", `major_turn_duration_seconds_bucket{le="+Inf"} 4`,
 			"# TYPE major_turn_duration_seconds histogram",
+			// The runtime's and the process's, and the HTTP API's by route.
+			"# TYPE go_goroutines gauge", "# TYPE process_resident_memory_bytes gauge",
+			`major_http_requests_total{method="POST",route="/api/claude/chat",status="200"}`,
+			`major_http_request_duration_seconds_count{method="POST",route="/api/claude/chat",status="200"}`,
 		}
 		// The events client of the step before detaches on its own time.
 		var got string
@@ -743,8 +760,14 @@ func TestHTTPServingOnOneSession(t *testing.T) {
 			}
 		}
 		for _, w := range want {
-			if !strings.Contains(got, w+"\n") {
+			if !strings.Contains(got, w+"\n") && !strings.Contains(got, w+" ") {
 				t.Fatalf("metrics lack %q:\n%s", w, got)
+			}
+		}
+		// Never a person, a session or a token name.
+		for _, never := range []string{"sebastian", id, "token"} {
+			if strings.Contains(got, never) {
+				t.Fatalf("metrics name %q:\n%s", never, got)
 			}
 		}
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,10 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/assembly"
 	"github.com/majorhq/major/attachments"
+	"github.com/majorhq/major/auth"
 	"github.com/majorhq/major/clihome"
 	sessionconfig "github.com/majorhq/major/config"
 	"github.com/majorhq/major/gateway"
@@ -30,6 +35,7 @@ import (
 	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
+	"github.com/majorhq/major/tracing"
 	"github.com/majorhq/major/usage"
 	"github.com/majorhq/major/vault"
 	"github.com/majorhq/major/web"
@@ -68,10 +74,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	auth, err := httpapi.LoadAuth(cfg.AuthFile)
+	// The token file is read again whenever it changes (a token added,
+	// revoked, a device paired), without a restart.
+	tokens, err := auth.Open(auth.Config{Path: cfg.AuthFile, Logger: log})
 	if err != nil {
 		return err
 	}
+	defer tokens.Close()
 	vaultRoot, err := filepath.Abs(cfg.VaultRoot)
 	if err != nil {
 		return err
@@ -79,7 +88,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if st, err := os.Stat(vaultRoot); err != nil || !st.IsDir() {
 		return fmt.Errorf("vault root %s is not a directory", vaultRoot)
 	}
-	if err := checkPersons(auth.Persons()); err != nil {
+	if err := checkPersons(tokens.Persons()); err != nil {
 		return fmt.Errorf("auth file %s: %w", cfg.AuthFile, err)
 	}
 	stateInVault, err := checkStateDir(vaultRoot, cfg.StateDir)
@@ -102,7 +111,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	// Every person's CLI has a home of its own; what an earlier server
 	// kept of their conversations in the one home all shared moves there.
-	persons := auth.Persons()
+	persons := tokens.Persons()
 	dirs := map[string]string{}
 	for _, p := range persons {
 		if _, err := clihome.Make(cfg.StateDir, p); err != nil {
@@ -132,6 +141,25 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		unsandboxed = "the sandbox is off (--sandbox=off): the vault guard alone keeps each person's CLI in their folder; no shell is served"
 		log.Warn().Msg("SANDBOX OFF: " + unsandboxed)
 	}
+	// One trace per turn, exported by OTLP when the environment names
+	// where to. Flushed last of all (deferred first): the turns have ended.
+	var turns *tracing.Turns
+	tracer, stopTracing, err := setupTracing(lookup(cfg.Environ), version)
+	if err != nil {
+		return err
+	}
+	if tracer != nil {
+		turns = tracing.New(tracing.Config{Tracer: tracer, Content: cfg.TraceContent})
+		defer func() {
+			turns.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := stopTracing(ctx); err != nil {
+				log.Warn().Err(err).Msg("the last traces could not be exported")
+			}
+		}()
+		log.Info().Bool("content", cfg.TraceContent).Msg("tracing turns to the OTLP endpoint")
+	}
 	// The credential stays in this process: every CLI reaches the model
 	// through the gateway, with a token of its own. Without a credential
 	// there is no gateway, and turns fail as /readyz says.
@@ -158,6 +186,10 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 				}
 			},
 			Record: func(r gateway.Request) {
+				if turns != nil {
+					turns.Model(tracing.ModelRequest{Session: r.Session, Person: r.Person, Model: r.Model, Status: r.Status,
+						Start: r.Start, Duration: r.Duration, InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CostUSD: r.CostUSD})
+				}
 				if sessions != nil {
 					sessions.Charge(r.Person, r.Session, r.Start, usage.Day{CostUSD: r.CostUSD,
 						InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens,
@@ -267,7 +299,12 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
+	var observer relay.TurnObserver
+	if turns != nil {
+		observer = turns
+	}
 	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
+		Turns:         observer,
 		Metered:       gw != nil,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: endTurn,
 		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound,
@@ -295,15 +332,22 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	expiry := assembly.StartExpiry(ctx, assembly.ExpiryConfig{Sessions: sessions, Logger: log})
 	defer expiry.Close()
 
+	// /metrics: the relay's series, the HTTP API's, the Go runtime's and
+	// the process's.
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(sessions.Metrics(), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	done := make(chan struct{})
 	srvCfg := httpapi.Config{
-		Auth:       auth,
-		Registry:   sessions,
-		Logger:     log,
-		Metrics:    sessions.Metrics(),
-		MCP:        mcp.HTTPHandler(),
-		WithPerson: mcpserver.WithPerson,
-		Ready:      ready.Check,
+		Auth:           tokens,
+		Registry:       sessions,
+		Logger:         log,
+		Metrics:        promhttp.HandlerFor(metrics, promhttp.HandlerOpts{ErrorLog: promLog{log}}),
+		Registerer:     metrics,
+		TrustedProxies: cfg.TrustedProxies,
+		MCP:            mcp.HTTPHandler(),
+		WithPerson:     mcpserver.WithPerson,
+		Ready:          ready.Check,
 		// Configuration files broken since the start show in /readyz.
 		ConfigProblems: func() int { return len(settings.Check()) },
 		// So do the persons whose chats the machine's policy refuses.
@@ -326,19 +370,38 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	api := httpapi.NewServer(srvCfg)
 
+	secure, err := setupTLS(cfg, log)
+	if err != nil {
+		return err
+	}
 	ln, err := listen(ctx, cfg.Addr)
 	if err != nil {
 		return err
 	}
-	log.Info().Str("addr", "http://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
+	scheme := "http"
+	var tlsConfig *tls.Config
+	if secure != nil {
+		scheme, tlsConfig = "https", secure.config
+		if secure.challenge != nil {
+			cl, err := listen(ctx, secure.challengeAddr)
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("--acme-http-addr: %w", err)
+			}
+			defer serveChallenge(cl, secure.challenge, log)()
+		}
+	} else if !loopback(ln.Addr().String()) {
+		log.Warn().Str("addr", ln.Addr().String()).Msg("PLAIN HTTP on an address other hosts can reach: tokens and messages cross the network readable; serve HTTPS (--tls-cert/--tls-key or --acme-domain) or put a TLS proxy in front and listen on loopback (see the README, On the internet)")
+	}
+	log.Info().Str("addr", scheme+"://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
 		Str("sandbox", map[bool]string{true: "on", false: "off"}[box != nil]).
 		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
-	return serveHTTP(ctx, ln, api, cfg.ReadTimeout, cfg.KeepAlive, down, func() {
+	return serveHTTP(ctx, ln, tlsConfig, debugLog(log), api, cfg.ReadTimeout, cfg.KeepAlive, down, func() {
 		// Running turns are interrupted and end with their terminal
 		// events while their clients are still connected, and the
 		// terminals end (hung up, killed at the hooks' deadline); then
 		// streams close and the HTTP server drains.
-		log.Info().Dur("grace", cfg.ShutdownGrace).Msg("shutting down: interrupting running turns")
+		log.Info().Dur("grace_ms", cfg.ShutdownGrace).Msg("shutting down: interrupting running turns")
 		var wg sync.WaitGroup
 		wg.Go(func() { sessions.Shutdown(down.turns) })
 		if terminals != nil {
@@ -442,3 +505,9 @@ func (t *terminalSet) Close() {
 	t.Manager.Close()
 	_ = t.cmds.Close()
 }
+
+// promLog is where the metrics handler reports a series it could not
+// gather.
+type promLog struct{ log zerolog.Logger }
+
+func (p promLog) Println(v ...any) { p.log.Error().Msg(fmt.Sprint(v...)) }

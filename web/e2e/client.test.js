@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import jsQR from 'jsqr';
 
 import { startStack, TOKEN, WEB } from './stack.js';
 import { startProxy } from './proxy.js';
@@ -55,6 +56,11 @@ function step(name, fn) {
 
 async function newClient(viewport = { width: 1200, height: 800 }, base = stack.url, colorScheme = 'light') {
   const context = await browser.newContext({ viewport, colorScheme });
+  // Every violation of the page's Content-Security-Policy is recorded.
+  await context.addInitScript(() => {
+    window.cspViolations = [];
+    document.addEventListener('securitypolicyviolation', (e) => window.cspViolations.push(e.effectiveDirective));
+  });
   const p = await context.newPage();
   p.setDefaultTimeout(WAIT);
   p.on('pageerror', (err) => console.error('page error:', err.message));
@@ -128,6 +134,29 @@ describe('web client', () => {
     await page.getByRole('heading', { name: 'What can I help with?' }).waitFor();
     assert.equal(await page.evaluate(() => JSON.parse(localStorage.getItem('major.auth')).person), 'sebastian');
     await shot(page, '02-signed-in');
+  });
+
+  step('the page runs under a strict Content-Security-Policy; injected inline script does not run', async () => {
+    const res = await fetch(stack.url + '/app/');
+    const csp = res.headers.get('content-security-policy');
+    assert.match(csp, /script-src 'self';/);
+    assert.match(csp, /connect-src 'self';/);
+    assert.match(csp, /frame-ancestors 'none'/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    assert.equal(res.headers.get('referrer-policy'), 'no-referrer');
+    assert.deepEqual(await page.evaluate(() => window.cspViolations), [], 'the page itself breaks no rule of its policy');
+    await page.evaluate(() => {
+      const s = document.createElement('script');
+      s.textContent = 'window.injectedRan = 1';
+      document.body.appendChild(s);
+      const d = document.createElement('div');
+      d.innerHTML = '<img src="data:," onerror="window.injectedRan = 2"><span onclick="x" style="color: red">styled</span>';
+      document.body.appendChild(d);
+    });
+    await waitFor(page, () => window.cspViolations.includes('script-src-elem') && window.cspViolations.includes('script-src-attr'), null, 'the policy to refuse the injected script');
+    assert.equal(await page.evaluate(() => window.injectedRan), undefined);
+    await page.evaluate(() => { window.cspViolations = []; });
   });
 
   step('a message gets its answer', async () => {
@@ -404,6 +433,9 @@ describe('web client', () => {
       return text.split(args.needle).length > args.times;
     };
     await waitFor(page, screenHas, { needle: 'accept edits on', times: 1 }, "the CLI's screen");
+    // xterm.js styles its cells inline: under the page's policy too.
+    assert.deepEqual(await page.evaluate(() => window.cspViolations), [], 'the terminal breaks no rule of the policy');
+    assert.ok(await page.evaluate(() => document.querySelectorAll('#terminal style').length > 0 && [...document.querySelectorAll('#terminal style')].every((s) => s.sheet)), 'the terminal\'s style elements apply');
     await shot(page, '18-terminal');
     await page.keyboard.type('[[say Typed in the terminal]]');
     await page.keyboard.press('Enter');
@@ -510,6 +542,57 @@ describe('web client', () => {
     assert.equal(await page.evaluate(() => window.pwned), undefined);
     assert.equal(await page.locator('#notes-panel svg, #notes-panel iframe, #notes-panel object, #notes-panel embed').count(), 0);
     await panel.getByRole('button', { name: 'Close' }).click();
+  });
+
+  step('a phone is paired from the QR code and chats with its own token, until it is revoked', async () => {
+    await page.getByRole('button', { name: 'Devices' }).click();
+    await page.getByLabel('New device\'s name').fill('Pixel 8');
+    await page.getByRole('button', { name: 'Add a device' }).click();
+    await waitFor(page, () => document.getElementById('pairing-qr').complete && document.getElementById('pairing-qr').naturalWidth > 0, null, 'the QR code');
+    await shot(page, '20-add-device');
+    // The QR code as the phone's camera would read it.
+    const pixels = await page.evaluate(() => {
+      const img = document.getElementById('pairing-qr');
+      const c = document.createElement('canvas');
+      c.width = img.naturalWidth;
+      c.height = img.naturalHeight;
+      const g = c.getContext('2d');
+      g.drawImage(img, 0, 0);
+      return { w: c.width, h: c.height, data: Array.from(g.getImageData(0, 0, c.width, c.height).data) };
+    });
+    const qr = jsQR(Uint8ClampedArray.from(pixels.data), pixels.w, pixels.h);
+    assert.ok(qr, 'the QR code reads');
+    const code = await page.locator('#pairing-code').textContent();
+    assert.equal(qr.data, stack.url + '/app/#pair=' + code, 'the QR code carries the server and the code shown');
+
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    const p2 = await phone.newPage();
+    p2.setDefaultTimeout(WAIT);
+    await p2.goto(qr.data);
+    await p2.getByRole('heading', { name: 'What can I help with?' }).waitFor();
+    const auth = await p2.evaluate(() => JSON.parse(localStorage.getItem('major.auth')));
+    assert.equal(auth.person, 'sebastian');
+    assert.notEqual(auth.token, TOKEN, 'the phone has a token of its own');
+    assert.equal(await p2.evaluate(() => location.hash), '', 'the code left the address');
+    await send(p2, '[[say Hello from the paired phone]]');
+    await waitReply(p2, 'Hello from the paired phone');
+    await shot(p2, '21-paired-phone');
+
+    // The code was for one device only.
+    const again = await fetch(stack.url + '/api/claude/pair', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ code }) });
+    assert.equal(again.status, 401);
+
+    await page.getByRole('button', { name: 'Done' }).click();
+    await page.getByRole('button', { name: 'Devices' }).click();
+    const row = page.locator('.device[data-name="Pixel 8"]');
+    await row.waitFor();
+    await shot(page, '22-devices');
+    await row.getByRole('button', { name: 'Revoke' }).click();
+    await row.waitFor({ state: 'detached' });
+    await page.getByRole('button', { name: 'Done' }).click();
+    // The phone's next request is refused: it is back at the sign-in.
+    await waitFor(p2, () => !document.getElementById('signin').hidden, null, 'the revoked phone to be signed out');
+    await phone.close();
   });
 
   step('phone width (dark): one column, chats in a drawer', async () => {

@@ -6,6 +6,7 @@ import { EventStream } from './stream.js';
 import { ChatView, h } from './chat.js';
 import { TerminalView } from './terminal.js';
 import { Tray, NotesPanel, DiffDialog, attachedFiles } from './notes.js';
+import { DevicesView, pairingCode, redeemPairing } from './devices.js';
 
 const AUTH_KEY = 'major.auth';
 const SESSION_KEY = 'major.session';
@@ -59,6 +60,10 @@ const ui = {
   tray: $('tray'),
   notesPanel: $('notes-panel'),
   diffDialog: $('diff-dialog'),
+  pairForm: $('pair-form'),
+  pairCode: $('pair-code'),
+  pairError: $('pair-error'),
+  openDevices: $('open-devices'),
 };
 
 const app = {
@@ -604,6 +609,35 @@ ui.closeTerminal.addEventListener('click', async () => {
   ui.message.focus();
 });
 
+// ---- devices and pairing ----
+
+const devices = new DevicesView({
+  view: $('devices-view'), close: $('close-devices'), list: $('devices'), add: $('add-device'), name: $('device-name'),
+  pairing: $('pairing'), qr: $('pairing-qr'), code: $('pairing-code'), expires: $('pairing-expires'), error: $('devices-error'),
+  androidSetup: $('android-setup'), androidFields: $('android-fields'), androidServer: $('android-server'),
+  androidPerson: $('android-person'), androidToken: $('android-token'), androidCopy: $('android-copy'),
+}, () => app.api);
+
+ui.openDevices.addEventListener('click', () => devices.open());
+
+// pair signs this device in with a token of its own for a pairing code.
+async function pair(code) {
+  ui.pairError.hidden = true;
+  try {
+    const t = await redeemPairing(code);
+    await signIn({ token: t.token, person: t.person });
+  } catch (err) {
+    ui.pairError.textContent = err instanceof ApiError && err.status === 401 ? 'That pairing code is not valid (any more): make a new one.' : err.message;
+    ui.pairError.hidden = false;
+    showSignin('');
+  }
+}
+
+ui.pairForm.addEventListener('submit', (e) => {
+  e.preventDefault();
+  if (ui.pairCode.value.trim()) pair(ui.pairCode.value.trim());
+});
+
 // ---- small screens: the chat list is a drawer ----
 
 function openDrawer() {
@@ -627,7 +661,12 @@ document.addEventListener('keydown', (e) => {
 // ---- start ----
 
 const saved = loadAuth();
-if (saved) {
+const linked = pairingCode(location.hash);
+if (linked) {
+  // Opened from a pairing QR code: the code leaves the address at once.
+  history.replaceState(null, '', location.pathname);
+  pair(linked);
+} else if (saved) {
   signIn(saved).catch((err) => {
     if (err instanceof ApiError && (err.status === 401 || err.status === 403 || err.status === 400)) localStorage.removeItem(AUTH_KEY);
     showSignin(err instanceof ApiError && err.status === 0 ? err.message : signInError(err));

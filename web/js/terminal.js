@@ -9,6 +9,30 @@ import { FitAddon } from '../vendor/xterm/addon-fit.mjs';
 
 const RETRIES = 5;
 
+// The page's policy allows no inline style, and xterm.js styles its cells
+// inline: with <style> elements it makes (the policy applies only those
+// that carry the page's nonce, so this document gives it to every style
+// element made here) and with style attributes it sets on cells (set here
+// through the CSSOM instead, which the policy does not govern). Markup
+// injected into the page gets neither: only the page's scripts call these.
+const NONCE = document.querySelector('meta[name="csp-nonce"]')?.content || '';
+if (NONCE) {
+  const create = document.createElement.bind(document);
+  document.createElement = (tag, options) => {
+    const el = create(tag, options);
+    if (String(tag).toLowerCase() === 'style') el.nonce = NONCE;
+    return el;
+  };
+}
+const setAttribute = Element.prototype.setAttribute;
+Element.prototype.setAttribute = function setAttributeThroughCSSOM(name, value) {
+  if (String(name).toLowerCase() === 'style' && this instanceof HTMLElement) {
+    this.style.cssText = String(value);
+    return;
+  }
+  setAttribute.call(this, name, value);
+};
+
 // base64url is s (UTF-8) in base64url without padding, as the bearer
 // subprotocol carries the token.
 function base64url(s) {
