@@ -13,8 +13,13 @@
 // HTTP: it must not import gin or net/http handlers, read requests or map
 // errors to statuses. The API in front of it is package httpapi.
 //
+// What may need a person who is not looking (a request that waits, a
+// turn's end, a refused message) is told to the registry's Notifier
+// (package notify implements it; relay never imports it).
+//
 // Locks are taken in one order, never the other way: Registry.mu →
-// Session.mu → {the CLI's own, Stream.mu, drafts.mu → asks.mu}. The CLI
+// Session.mu → {the CLI's own, Stream.mu, drafts.mu → asks.mu, the
+// Notifier's own}. The CLI
 // publishes its events (Session.Publish takes Session.mu) with its turn
 // lock held, so nothing that holds Session.mu calls the CLI's Send or
 // Interrupt. Session.mu guards the parts of a session that one arriving

@@ -129,6 +129,9 @@ type RegistryConfig struct {
 	Rewound func(ctx context.Context, person, sessionID, messageID string) (status string)
 	// Limits are each person's budgets and turn bound; nil: none.
 	Limits func(person string) Limits
+	// Notifier hears of what waits for a person, of turns that end and
+	// of refused messages (package notify); nil: no one is told.
+	Notifier Notifier
 	// Metered says that every model request's cost reaches the registry
 	// as it ends (Charge, from the model gateway), a turn's cut off by a
 	// crash included: what a session and a person spent is then the sum
@@ -274,6 +277,8 @@ type Session struct {
 	cliTurns, endedTurns int
 
 	drafts drafts
+	// notify hears of what may need the person (never nil).
+	notify Notifier
 	// policy is the permission policy the CLI's requests are answered
 	// with (CanUseTool), for the drafts' view of the turn.
 	policy atomic.Pointer[AskPolicy]
@@ -414,9 +419,22 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 			c.log.Warn().Str("cli_type", ev.Msg.Type).Str("cli_subtype", ev.Msg.Subtype).Strs("upstream", o.Withheld).
 				Msg("upstream error text withheld from clients")
 		}
+		var ended *TurnEnded
+		if o.Terminal {
+			// Read before the event is observed: that starts the next
+			// turn's text.
+			te := c.turnEndedLocked(o.Body)
+			ended = &te
+		}
 		e := c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
 		if e != nil {
 			c.observeLocked(e, o.Body)
+			if ended != nil {
+				c.notify.TurnEnded(*ended)
+			}
+		}
+		if rl, ok := o.Body.(clientevent.RateLimit); ok && rl.Status == "rejected" {
+			c.rateLimitedLocked(rl)
 		}
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Msg != nil {
 			// The person got a sentence; the CLI's own words (which name
@@ -712,6 +730,10 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		fork:         m.Fork,
 		resumeAt:     m.ResumeAt,
 		forkedFrom:   m.ForkedFrom,
+		notify:       r.cfg.Notifier,
+	}
+	if c.notify == nil {
+		c.notify = noNotifier{}
 	}
 	c.tr.Restore(m.SpentUSD, m.LastEntry)
 	if hook := r.cfg.TurnEnd; hook != nil {
@@ -917,6 +939,10 @@ func (r *Registry) Clear(id, person string) bool {
 	if err := c.cli.Close(); err != nil {
 		r.log.Warn().Err(err).Str("session", id).Msg("close session")
 	}
+	// Nothing of a cleared chat waits for its person any more.
+	c.mu.Lock()
+	c.notify.Settled(c.Person, c.ID, "")
+	c.mu.Unlock()
 	c.waitDraftStop()
 	c.stream.Close()
 	if c.elog != nil {
