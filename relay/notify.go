@@ -91,10 +91,10 @@ type Refusal struct {
 // noNotifier is the Notifier of a registry configured without one.
 type noNotifier struct{}
 
-func (noNotifier) Waiting(Waiting)               {}
+func (noNotifier) Waiting(Waiting)                {}
 func (noNotifier) Settled(string, string, string) {}
-func (noNotifier) TurnEnded(TurnEnded)           {}
-func (noNotifier) Refused(Refusal)               {}
+func (noNotifier) TurnEnded(TurnEnded)            {}
+func (noNotifier) Refused(Refusal)                {}
 
 // titleLocked is the chat's title as its clients see it. c.mu is held.
 func (c *Session) titleLocked() string { return c.redact.Text(c.title) }

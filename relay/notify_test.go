@@ -90,7 +90,7 @@ func TestNotifierHearsTheSessionCore(t *testing.T) {
 	n := &notices{}
 	reg, l := relaytest.NewRegistry(t, relay.RegistryConfig{Notifier: n, Metered: true,
 		ServerPaths: clientevent.ServerPaths{VaultRoot: "/srv/vault"},
-		Limits: func(string) relay.Limits { return relay.Limits{SessionUSD: 1} }})
+		Limits:      func(string) relay.Limits { return relay.Limits{SessionUSD: 1} }})
 	l.Policy = &relay.AskPolicy{
 		Ask:           func(tool string, _ json.RawMessage) bool { return tool == "post" || tool == "Write" },
 		ConfirmInChat: func(tool string) bool { return tool == "post" },
