@@ -37,7 +37,7 @@ type Timer interface{ Stop() bool }
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                               { return time.Now() }
+func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // FCMConfig turns on FCM: the service account, where its messages go

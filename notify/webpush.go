@@ -79,7 +79,7 @@ func (w *webPush) send(ctx context.Context, d Device, p Payload) error {
 		urgency = webpush.UrgencyHigh
 	}
 	resp, err := webpush.SendNotificationWithContext(ctx, body, sub, &webpush.Options{
-		HTTPClient:      w.client,
+		HTTPClient: w.client,
 		// The library writes the mailto: itself.
 		Subscriber:      strings.TrimPrefix(w.contact, "mailto:"),
 		VAPIDPublicKey:  w.keys.Public,
