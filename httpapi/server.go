@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/notify"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
@@ -50,6 +51,10 @@ type Config struct {
 	CORSOrigins []string
 	// Terminals, when set, serves the sessions' terminals.
 	Terminals Terminals
+	// Notify, when set, serves the push configuration, the persons'
+	// devices and notification settings and the notifications' actions,
+	// and hears which clients watch which session.
+	Notify *notify.Service
 	// Unsandboxed, when set, says that the CLIs run without the sandbox
 	// (--sandbox=off) and why that matters: /readyz shows it, and the
 	// terminal, whose shell nothing else would hold, is refused with it
@@ -124,6 +129,18 @@ func NewServer(cfg Config) *Server {
 	api.POST("/sessions/:id/rewind", s.rewind)
 	api.GET("/usage", s.usage)
 	api.GET("/sessions/:id/terminal", s.terminal)
+	if cfg.Notify != nil {
+		api.GET("/push/config", s.pushConfig)
+		api.GET("/devices", s.listDevices)
+		api.POST("/devices", s.addDevice)
+		api.DELETE("/devices/:id", s.removeDevice)
+		api.GET("/notifications", s.getNotifications)
+		api.PUT("/notifications", s.putNotifications)
+		api.POST("/notifications/test", s.testNotification)
+		api.POST("/presence", s.presence)
+		// The token is the action's only credential.
+		r.POST("/api/claude/actions/:token", s.action)
+	}
 
 	if cfg.MCP != nil {
 		mcp := func(c *gin.Context) {
@@ -208,6 +225,14 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		status, msg = http.StatusConflict, err.Error()
 	case errors.Is(err, vault.ErrOutsideVault):
 		status, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, notify.ErrInvalidToken):
+		status, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, notify.ErrTokenGone):
+		status, msg = http.StatusGone, err.Error()
+	case errors.Is(err, notify.ErrBadDevice), errors.Is(err, notify.ErrBadSettings):
+		status, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, notify.ErrNoDevice):
+		status, msg = http.StatusNotFound, err.Error()
 	case errors.Is(err, relay.ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, supervisor.ErrPersonBusy):
 		status, msg = http.StatusServiceUnavailable, err.Error()
 		retryAfter = "5"
@@ -337,7 +362,8 @@ func (s *Server) bind(c *gin.Context, req validated) bool {
 // it follows that message instead of reaching the model twice. With
 // attach, a request that says it can answer questions is counted as an
 // interactive client before its message goes in (the CLI may ask at
-// once), until detach is called.
+// once), until detach is called; and any request counts as watching its
+// chat until then (it waits for the turn's end).
 func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t *relay.Ticket, req chatRequest, detach func(), ok bool) {
 	detach = func() {}
 	if !s.bind(c, &req) {
@@ -351,7 +377,7 @@ func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t
 			if attach && req.Interactive {
 				detach = prev.AttachInteractive()
 			}
-			return prev, t, req, detach, true
+			return prev, t, req, both(detach, s.watch(person, prev.ID, "", true)), true
 		}
 		if chat, err = s.cfg.Registry.GetOrCreate("", person); err != nil {
 			s.fail(c, err)
@@ -361,6 +387,8 @@ func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t
 	if attach && req.Interactive {
 		detach = chat.AttachInteractive()
 	}
+	// The client waits for the turn's end: it watches the chat.
+	detach = both(detach, s.watch(person, chat.ID, "", true))
 	t, err = s.cfg.Registry.Submit(chat, req.Message, relay.SubmitOptions{Stream: true, Opened: opened})
 	if err != nil {
 		detach()
@@ -368,6 +396,14 @@ func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t
 		return nil, nil, req, func() {}, false
 	}
 	return chat, t, req, detach, true
+}
+
+// both is a func that calls a and b.
+func both(a, b func()) func() {
+	return func() {
+		a()
+		b()
+	}
 }
 
 // Statuses a waiting chat-stream shows.
@@ -570,6 +606,11 @@ func (s *Server) events(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	page, visible, err := eventsPage(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	// Questions and permissions still open are shown again even if the
 	// client saw them before it dropped.
 	pending := chat.PendingEvents()
@@ -580,6 +621,7 @@ func (s *Server) events(c *gin.Context) {
 	}
 	defer sub.Close()
 	defer chat.AttachInteractive()()
+	defer s.watch(personOf(c), chat.ID, page, visible)()
 
 	w := newLineWriter(c, s.cfg.WriteTimeout)
 	for _, ev := range pending {
