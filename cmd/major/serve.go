@@ -93,8 +93,10 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		return err
 	}
 	repository := vaultRepository(ctx, vaultRoot)
+	rules := assembly.ConfigRules()
+	rules.Notifications = notificationsRule
 	settings, err := sessionconfig.Open(sessionconfig.Config{Dir: cfg.ConfigDir, Vault: repository,
-		Rules: assembly.ConfigRules(), Logger: log})
+		Rules: rules, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -118,7 +120,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// files and folders and its CLI configuration (its claude login,
 		// the CLI home all persons shared before); nor its home whole.
 		getenv := lookup(cfg.Environ)
-		private := []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig, clihome.SharedConfigDir(getenv)}
+		private := []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig, cfg.Notify.FCMCredentials, clihome.SharedConfigDir(getenv)}
 		box, err = sandbox.New(ctx, sandbox.Config{PATH: getenv("PATH"), Private: private, Homes: []string{getenv("HOME")}})
 		if err != nil {
 			return err
@@ -265,7 +267,25 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
+	// The address is known before anything needs it: the notifications'
+	// action buttons point at it unless --public-url says otherwise.
+	ln, err := listen(ctx, cfg.Addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	publicURL := cfg.Notify.PublicURL
+	if publicURL == "" {
+		publicURL = "http://" + ln.Addr().String()
+	}
+	// Closed after the sessions (its Close is deferred before theirs),
+	// which tell it of their turns until they close.
+	notifier, err := startNotify(cfg.Notify, cfg.StateDir, cfg.AskTimeout, publicURL, settings, log)
+	if err != nil {
+		return err
+	}
+	defer notifier.Close()
+	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson, Notifier: notifier,
 		Metered:       gw != nil,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: endTurn,
 		Limits: launcher.Limits, VetRewind: launcher.VetRewind, Rewinding: launcher.Rewinding, Rewound: launcher.Rewound,
@@ -307,6 +327,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
 		Unsandboxed: unsandboxed,
+		Notify:      notifier,
 	}
 	if terminals != nil {
 		srvCfg.Terminals = terminals
@@ -318,13 +339,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	api := httpapi.NewServer(srvCfg)
 
-	ln, err := listen(ctx, cfg.Addr)
-	if err != nil {
-		return err
-	}
 	log.Info().Str("addr", "http://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
 		Str("sandbox", map[bool]string{true: "on", false: "off"}[box != nil]).
-		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
+		Str("public_url", publicURL).Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
 	return serveHTTP(ctx, ln, api, cfg.ReadTimeout, cfg.KeepAlive, down, func() {
 		// Running turns are interrupted and end with their terminal
 		// events while their clients are still connected, and the
