@@ -541,7 +541,9 @@ func TestFlagsAndEnv(t *testing.T) {
 		t.Fatalf("CORS is on by default: %v", c.CORSOrigins)
 	}
 	n, err := parseFlags([]string{"--vault-root", "/v", "--auth-file", "/a", "--push-contact", "ops@notes.example", "--public-url", "https://major.example/"},
-		func(k string) string { return map[string]string{"MAJOR_PUSH_ALLOW_HOSTS": "127.0.0.1, ntfy.lan:8080"}[k] }, io.Discard)
+		func(k string) string {
+			return map[string]string{"MAJOR_PUSH_ALLOW_HOSTS": "127.0.0.1, ntfy.lan:8080"}[k]
+		}, io.Discard)
 	if err != nil || strings.Join(n.Notify.AllowHosts, " ") != "127.0.0.1 ntfy.lan:8080" || n.Notify.Contact != "mailto:ops@notes.example" ||
 		n.Notify.PublicURL != "https://major.example" || n.Notify.After != 20*time.Second || n.Notify.NtfyContent != "summary" {
 		t.Fatalf("notification flags %+v %v", n.Notify, err)
