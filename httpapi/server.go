@@ -139,7 +139,7 @@ func NewServer(cfg Config) *Server {
 		api.POST("/notifications/test", s.testNotification)
 		api.POST("/presence", s.presence)
 		// The token is the action's only credential.
-		r.POST("/api/claude/actions/:token", s.action)
+		r.POST(actionsPath+":token", s.action)
 	}
 
 	if cfg.MCP != nil {
@@ -237,7 +237,7 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		status, msg = http.StatusServiceUnavailable, err.Error()
 		retryAfter = "5"
 	default:
-		s.log.Error().Err(err).Str("path", path).Msg("request failed")
+		s.log.Error().Err(err).Str("path", loggedPath(path)).Msg("request failed")
 	}
 	return status, msg, retryAfter
 }
@@ -258,7 +258,7 @@ func (s *Server) recoverer(c *gin.Context) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error().Interface("panic", v).Str("path", c.Request.URL.Path).Msg("handler panicked")
+			s.log.Error().Interface("panic", v).Str("path", loggedPath(c.Request.URL.Path)).Msg("handler panicked")
 			if !c.Writer.Written() {
 				s.fail(c, errors.New("panic"))
 			}
@@ -271,8 +271,21 @@ func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	// No headers are logged: they carry tokens.
-	s.log.Debug().Str("method", c.Request.Method).Str("path", c.Request.URL.Path).
+	s.log.Debug().Str("method", c.Request.Method).Str("path", loggedPath(c.Request.URL.Path)).
 		Int("status", c.Writer.Status()).Dur("took", time.Since(start)).Str("person", c.GetString(personKey)).Msg("request")
+}
+
+// actionsPath starts the path of a notification's action, whose last
+// element is its token.
+const actionsPath = "/api/claude/actions/"
+
+// loggedPath is a request's path as the log may show it: an action's
+// token is a credential, so it is left out.
+func loggedPath(p string) string {
+	if strings.HasPrefix(p, actionsPath) {
+		return actionsPath + "[token]"
+	}
+	return p
 }
 
 const personKey = "major.person"

@@ -90,6 +90,7 @@ func (e *eventLines) upTo(typ string) []map[string]any {
 //   - a post drafted from the phone app (a chat-stream, no card): its
 //     notification carries the exact words, its Publish posts them once,
 //     and Publish or Decline again change nothing (410);
+//   - no action token reaches the log (the tokens are credentials);
 //   - a device whose push service answers 410 is removed.
 func TestNotificationsThroughTheCLI(t *testing.T) {
 	t.Parallel()
@@ -146,6 +147,7 @@ func TestNotificationsThroughTheCLI(t *testing.T) {
 
 	var id string
 	var lastSeq int64
+	var actionURLs []string // every action seen, for the log check
 	step("a question nobody watches is answered from its notification", func(t *testing.T) {
 		id = s.newSessionAs(t, "sebastian")
 		// The web page is open on the chat, in a tab in the background.
@@ -166,6 +168,7 @@ func TestNotificationsThroughTheCLI(t *testing.T) {
 			t.Fatalf("fcm %+v", f)
 		}
 		blue := n.Actions[1].URL
+		actionURLs = append(actionURLs, blue, n.Actions[0].URL)
 		if code, _ := act(t, blue, "petra"); code != http.StatusForbidden {
 			t.Fatalf("used for another person: %d", code)
 		}
@@ -240,6 +243,7 @@ func TestNotificationsThroughTheCLI(t *testing.T) {
 		if liPosts(s) != 0 {
 			t.Fatal("posted before Publish")
 		}
+		actionURLs = append(actionURLs, n.Actions[0].URL, n.Actions[1].URL)
 		if code, out := act(t, n.Actions[0].URL, ""); code != 200 {
 			t.Fatalf("publish: %d %s", code, out)
 		}
@@ -262,6 +266,14 @@ func TestNotificationsThroughTheCLI(t *testing.T) {
 		posts := s.li.Posts()
 		if len(posts) != 1 || posts[0].Commentary != words || liPosts(s) != 1 {
 			t.Fatalf("LinkedIn has %+v (%d requests)", posts, liPosts(s))
+		}
+	})
+
+	step("no action token is logged", func(t *testing.T) {
+		for _, u := range actionURLs {
+			if tok := u[strings.LastIndex(u, "/")+1:]; strings.Contains(s.logs.String(), tok[:40]) {
+				t.Fatalf("an action token is in the log")
+			}
 		}
 	})
 
