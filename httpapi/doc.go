@@ -2,7 +2,9 @@
 // relay): routing, authentication (bearer token and person), CORS,
 // request binding (JSON and form bodies), errors mapped to statuses in one
 // place, and the NDJSON streams written and flushed line by line, with
-// the compat endpoints the seed clients speak.
+// the compat endpoints the seed clients speak; and the notification
+// endpoints (devices, settings, page visibility, actions) in front of
+// package notify, whose actions it applies through the session core.
 //
 // It holds no session state: every session, message, queue entry and
 // event comes from relay.Registry. It must not start CLIs, translate CLI

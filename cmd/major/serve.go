@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -277,6 +278,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	publicURL := cfg.Notify.PublicURL
 	if publicURL == "" {
 		publicURL = "http://" + ln.Addr().String()
+		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
+			log.Warn().Str("public_url", publicURL).Msg("the buttons of notifications point at an address no phone can reach; set --public-url")
+		}
 	}
 	// Closed after the sessions (its Close is deferred before theirs),
 	// which tell it of their turns until they close.
