@@ -201,10 +201,17 @@ func TestNotificationsThroughTheCLI(t *testing.T) {
 		if done := nextPush(t, push, "done"); done.SessionID != id || !strings.Contains(done.Body, "Which color?") {
 			t.Fatalf("turn end %+v", done)
 		}
+		questions := 0
 		for _, p := range push.Pushes() {
 			if p.Err != nil {
 				t.Fatalf("a push the service refused: %v", p.Err)
 			}
+			if p.Notification(t).Type == "question" {
+				questions++
+			}
+		}
+		if questions != 1 {
+			t.Fatalf("%d question notifications, want 1", questions)
 		}
 	})
 
