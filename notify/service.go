@@ -111,6 +111,9 @@ type page struct {
 type waiting struct {
 	w     relay.Waiting
 	timer Timer // counting NotifyAfter while nobody watches
+	// armed numbers the counts, so a timer stopped too late to keep it
+	// from firing is told from the one counting now.
+	armed int
 	sent  bool
 }
 
@@ -404,7 +407,9 @@ func (s *Service) armLocked(key string, p *waiting) {
 	if s.closed {
 		return
 	}
-	p.timer = s.cfg.Clock.AfterFunc(s.cfg.NotifyAfter, func() { s.fire(key, p) })
+	p.armed++
+	armed := p.armed
+	p.timer = s.cfg.Clock.AfterFunc(s.cfg.NotifyAfter, func() { s.fire(key, p, armed) })
 }
 
 // ---- what the session core tells ----
@@ -430,10 +435,10 @@ func (s *Service) Waiting(w relay.Waiting) {
 
 // fire notifies a request that waited NotifyAfter unwatched, unless it
 // was settled, notified or watched meanwhile.
-func (s *Service) fire(key string, p *waiting) {
+func (s *Service) fire(key string, p *waiting, armed int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.pending[key] != p || p.sent {
+	if s.closed || s.pending[key] != p || p.sent || p.armed != armed || p.timer == nil {
 		return
 	}
 	p.timer = nil
