@@ -35,6 +35,7 @@ import (
 	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/httpapi"
+	"github.com/majorhq/major/notify"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/sandbox"
 )
@@ -108,6 +109,8 @@ type config struct {
 	// ManagedSettings is the folder of the machine's Claude Code managed
 	// settings, which every sandbox holds where the CLI reads them.
 	ManagedSettings string
+	// Notify configures the notifications (see package notify).
+	Notify notifyFlags
 	// Environ is the server's environment (KEY=value); the CLI's starts
 	// from it.
 	Environ []string
@@ -215,6 +218,15 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For names the client, for logs and the failed sign-in limit (MAJOR_TRUSTED_PROXIES; default none)")
 	fs.BoolVar(&c.TraceContent, "trace-content", false, "put the messages' text in the trace spans exported to OTEL_EXPORTER_OTLP_ENDPOINT (MAJOR_TRACE_CONTENT; default: sizes only)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")
+	n := &c.Notify
+	fs.DurationVar(&n.After, "notify-after", notify.DefaultNotifyAfter, "how long a question, permission or draft waits with nobody watching its chat before the person's devices are notified (MAJOR_NOTIFY_AFTER)")
+	fs.StringVar(&n.PublicURL, "public-url", "", "the server's address as phones and push services reach it (https://host[:port]); notifications' action buttons point there (MAJOR_PUBLIC_URL; default http://<the address it listens on>)")
+	pushAllow := fs.String("push-allow-hosts", "", "comma-separated hosts (host or host:port) a device URL may name besides public https ones, plain http allowed: a self-hosted ntfy on loopback, tests (MAJOR_PUSH_ALLOW_HOSTS; default none)")
+	fs.StringVar(&n.Contact, "push-contact", notify.DefaultContact, "who push services may write to about this server's Web Push (mailto: address or https URL) (MAJOR_PUSH_CONTACT)")
+	fs.StringVar(&n.NtfyContent, "ntfy-content", notify.ContentSummary, "what ntfy notifications carry: summary (no text of the chat, only that Major needs an answer in it) or full (MAJOR_NTFY_CONTENT)")
+	fs.StringVar(&n.FCMCredentials, "fcm-credentials", "", "a Firebase service account key file (JSON): the Android app's devices get FCM notifications (MAJOR_FCM_CREDENTIALS; default none: no FCM)")
+	fs.StringVar(&n.FCMEndpoint, "fcm-endpoint", notify.DefaultFCMEndpoint, "where FCM HTTP v1 messages go (MAJOR_FCM_ENDPOINT; for tests)")
+	fs.StringVar(&n.FCMContent, "fcm-content", notify.ContentSummary, "what FCM notifications carry: summary or full, as --ntfy-content (MAJOR_FCM_CONTENT)")
 	err := fs.Parse(args)
 	if err != nil {
 		return c, err
@@ -247,6 +259,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, fmt.Errorf("--cors-origins (MAJOR_CORS_ORIGINS): %w", err)
 	}
 	c.CORSOrigins = origins
+	if err := c.Notify.parse(*pushAllow); err != nil {
+		return c, err
+	}
 	switch *sandboxMode {
 	case "on":
 		c.Sandbox = true
