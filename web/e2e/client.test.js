@@ -690,7 +690,7 @@ describe('web client', () => {
 
       // The settings page lists the device and the person's choices.
       await page.getByRole('button', { name: 'Notifications' }).click();
-      await page.locator('.device', { hasText: 'e2e' }).waitFor();
+      await page.locator('#settings-view .device', { hasText: 'e2e' }).waitFor();
       assert.equal(await page.locator('#events input:checked').count(), 6, 'every event is chosen');
       await shot(page, '20-notifications');
       await page.getByRole('button', { name: 'Back to the chat' }).click();
