@@ -164,3 +164,44 @@ func heap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// Every sync of the vault (any person's turn end, any audit log) pulls
+// with --autostash, and the stash takes every tracked file of the whole
+// repository that changed: a note of sebastian's that his sandbox makes
+// a sparse file of a terabyte (no disk used) has git hash a terabyte of
+// zeros in every pull, which its time limit then kills. From then on no
+// person's changes reach the shared repository: petra's note is
+// committed locally and never pushed, and each of her turns waits for
+// the pull's time limit.
+func TestSandboxNeverStopsOtherPersonsSyncs(t *testing.T) {
+	t.Parallel()
+	conf := t.TempDir()
+	shellConfig(t, conf)
+	// Any limit holds: the hashing takes hours.
+	s := start(t, "--config-dir", conf, "--git-remote-timeout", "5s")
+	bare := filepath.Join(t.TempDir(), "vault.git")
+	gitIn(t, filepath.Dir(bare), "init", "-q", "--bare", "-b", "main", bare)
+	tracks(t, s.env.VaultRoot, bare)
+
+	id := s.newSessionAs(t, "sebastian")
+	note := filepath.Join(s.env.Vault("sebastian"), "note.md")
+	s.shell(t, id, "echo hello > "+note) // committed and pushed at the turn's end
+	if got := gitIn(t, bare, "log", "--format=%s", "main", "--", "sebastian/note.md"); got == "" {
+		t.Fatal("sebastian's note did not reach the remote")
+	}
+	s.shell(t, id, "truncate -s 1T "+note)
+	// Someone edits the notes elsewhere (a laptop's clone): the next
+	// pull has a commit to rebase onto.
+	laptop := filepath.Join(t.TempDir(), "laptop")
+	gitIn(t, filepath.Dir(laptop), "clone", "-q", bare, laptop)
+	writeFile(t, filepath.Join(laptop, "petra-laptop.md"), "from the laptop\n")
+	gitIn(t, laptop, "add", ".")
+	gitIn(t, laptop, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm", "laptop")
+	gitIn(t, laptop, "push", "-q", "origin", "HEAD:main")
+
+	msg := `[[tool Write {"file_path":"note.md","content":"petra's\n"}]]`
+	s.chatAs(t, "petra", msg)
+	if got := gitIn(t, bare, "log", "--format=%s", "main", "--", "petra/note.md"); got == "" {
+		t.Errorf("petra's note never reached the shared repository: sebastian's sandbox holds every pull")
+	}
+}
