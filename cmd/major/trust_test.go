@@ -18,42 +18,71 @@ import (
 
 // A FIFO planted by the person's sandbox where the terminal's first-run
 // writer reads the CLI's configuration file (<home>/.claude/.claude.json):
-// open(2) of a FIFO waits for a writer, which never comes, while the
-// writer holds the lock every terminal's start takes and a process slot.
-// No other person's terminal starts from then on, and a shutdown waits
-// for the start forever.
+// open(2) of a FIFO waits for a writer, which never comes, and the
+// writer waits there holding the lock every terminal's start takes (and
+// a process slot of the person's). No other person's terminal starts
+// from then on, and a shutdown waits for the start forever.
 func TestTerminalFirstRunNeverWaitsOnAFIFO(t *testing.T) {
 	t.Parallel()
 	s, _ := startWithShell(t)
 	id := s.newSessionAs(t, "sebastian")
 	own := filepath.Join(clihome.ConfigDir("/home/sebastian"), ".claude.json")
-	if got := s.shell(t, id, "rm -f "+own+" && mkfifo "+own+" && echo PLANTED"); !strings.Contains(got, "PLANTED") {
-		t.Fatalf("no FIFO: %s", got)
-	}
+	// Made beside it and renamed over it, and then the CLI is ended: it
+	// writes the file too, and would replace the FIFO.
+	plant, _ := json.Marshal(map[string]string{"cmd": "mkfifo " + own + ".fifo && mv -f " + own + ".fifo " + own + " && kill -9 " + cliOf})
+	s.chatIn(t, "sebastian", id, "[[tool mcp__shell__run "+string(plant)+"]]")
 	host := filepath.Join(s.state, "persons", "sebastian", "home", ".claude", ".claude.json")
-	st, err := os.Lstat(host)
-	if err != nil || st.Mode()&os.ModeNamedPipe == 0 {
-		t.Fatalf("the FIFO is not at %s: %v %v", host, st, err)
+	if st, err := os.Lstat(host); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("no FIFO at %s: %v", host, err)
 	}
-	// Whatever waits on the FIFO is let go at the end, so the server
-	// can stop.
+	// Whatever still waits on the FIFO at the end is let go, so the
+	// server can stop.
 	t.Cleanup(func() { release(host) })
-
+	// Sebastian opens a terminal: the server reads his configuration,
+	// and either waits on it or is done with it (his terminal runs, or
+	// was refused).
 	seb := openTerminal(t, s, s.newSessionAs(t, "sebastian"))
-	_ = seb
-	time.Sleep(5 * time.Second)
-	petra, status := httpapitest.DialTerminal(t, s.url, s.newSessionAs(t, "petra"), testToken, "petra")
-	if status != http.StatusSwitchingProtocols {
-		t.Fatalf("petra's terminal: status %d", status)
-	}
-	waitFor(t, 120*time.Second, "petra's terminal to start", func() bool {
+	waitFor(t, 90*time.Second, "sebastian's terminal to start, end, or wait on the FIFO", func() bool {
 		select {
-		case <-petra.Closed():
+		case <-seb.Closed():
 			return true
 		default:
-			return strings.Contains(petra.Text(), "accept edits on")
+			return seb.Text() != "" || waitsOnAFIFO()
 		}
 	})
+
+	t.Run("another person's terminal starts", func(t *testing.T) {
+		petra, status := httpapitest.DialTerminal(t, s.url, s.newSessionAs(t, "petra"), testToken, "petra")
+		if status != http.StatusSwitchingProtocols {
+			t.Fatalf("petra's terminal: status %d", status)
+		}
+		waitFor(t, 90*time.Second, "petra's terminal to start (her CLI's prompt)", func() bool {
+			return strings.Contains(petra.Text(), "accept edits on")
+		})
+	})
+
+	t.Run("the server shuts down within its grace", func(t *testing.T) {
+		s.cancel()
+		select {
+		case err := <-s.done:
+			s.done <- err
+		case <-time.After(30 * time.Second): // the grace is 10 s
+			t.Errorf("the server did not shut down in 30 s")
+			release(host)
+		}
+	})
+}
+
+// waitsOnAFIFO reports whether a thread of this process (the server runs
+// in it) waits in open(2) of a FIFO for the other end.
+func waitsOnAFIFO() bool {
+	tasks, _ := filepath.Glob("/proc/self/task/*/wchan")
+	for _, p := range tasks {
+		if b, err := os.ReadFile(p); err == nil && string(b) == "wait_for_partner" {
+			return true
+		}
+	}
+	return false
 }
 
 // release opens the FIFO at path for writing, without waiting, and
