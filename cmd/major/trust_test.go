@@ -102,15 +102,6 @@ func release(path string) {
 // runs under: the shell's parent is the probe, the probe's parent the CLI.
 const cliOf = `$(awk '{print $4}' /proc/$PPID/stat)`
 
-// writeOnCLIOutput writes line onto the CLI's stdout from inside the
-// sandbox of session id, as anything there can (same uid, /proc/<pid>/fd/1).
-func (s *server) writeOnCLIOutput(tb testing.TB, id, line string) {
-	tb.Helper()
-	if got := s.shell(tb, id, "printf '%s\\n' '"+line+"' > /proc/"+cliOf+"/fd/1 && echo SENT"); !strings.Contains(got, "SENT") {
-		tb.Fatalf("could not write to the CLI's stdout: %s", got)
-	}
-}
-
 // A line written onto the CLI's output that looks like the CLI reporting
 // its permission mode sets the session's mode: the server refuses
 // bypassPermissions from every client (400), but takes it from the
@@ -219,7 +210,10 @@ func TestSandboxNeverStopsOtherPersonsSyncs(t *testing.T) {
 	// pull has a commit to rebase onto.
 	laptop := filepath.Join(t.TempDir(), "laptop")
 	gitIn(t, filepath.Dir(laptop), "clone", "-q", bare, laptop)
-	writeFile(t, filepath.Join(laptop, "petra-laptop.md"), "from the laptop\n")
+	if err := os.MkdirAll(filepath.Join(laptop, "petra"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(laptop, "petra", "laptop.md"), "from the laptop\n")
 	gitIn(t, laptop, "add", ".")
 	gitIn(t, laptop, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm", "laptop")
 	gitIn(t, laptop, "push", "-q", "origin", "HEAD:main")
