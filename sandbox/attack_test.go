@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,16 +51,55 @@ func TestSandboxWritesNoKernelSetting(t *testing.T) {
 func TestSandboxBoundsItsProcesses(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(t)
-	const want = 1000
-	script := `n=0; while [ $n -lt ` + strconv.Itoa(want) + ` ]; do sleep 30 & n=$((n+1)); done 2>/dev/null; ` +
-		`ls -d /proc/[0-9]* | wc -l`
-	argv := sb.Command(sandbox.Box{Dir: t.TempDir()}, "/bin/sh", "-c", script)
-	out, _ := exec.Command(argv[0], argv[1:]...).Output()
-	got, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	self, err := os.Executable()
 	if err != nil {
-		t.Fatalf("no count: %q", out)
+		t.Fatal(err)
+	}
+	// This test binary, in the sandbox, starts as many sleeping processes
+	// as it can (up to want) and says how many it could.
+	const want = 1000
+	argv := sb.Command(sandbox.Box{Dir: t.TempDir(), ReadOnly: []string{self}, Person: "sebastian"}, self, "-test.run=^$")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{forkEnv + "=" + strconv.Itoa(want), "PATH=/usr/bin:/bin"}
+	out, err := cmd.Output()
+	got, cerr := strconv.Atoi(strings.TrimSpace(string(out)))
+	if cerr != nil {
+		t.Fatalf("no count: %q (%v)", out, err)
 	}
 	if got >= want {
 		t.Errorf("the sandbox ran %d processes at once, and would run as many as the host's pid_max lets it", got)
+	}
+}
+
+// forkEnv makes this test binary start that many sleeping processes and
+// print how many it could (see TestMain).
+const forkEnv = "SANDBOX_TEST_FORK"
+
+// forkMany starts up to n sleeping processes, one after another, and
+// returns how many started; they end with the sandbox.
+func forkMany(n int) int {
+	started := 0
+	for range n {
+		if exec.Command("sleep", "30").Start() != nil {
+			break
+		}
+		started++
+	}
+	return started
+}
+
+// A sandbox writes no file larger than its limit (a sparse file of a
+// terabyte costs no disk, but the server's git hashes it at every sync).
+func TestSandboxBoundsItsFiles(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(t)
+	dir := t.TempDir()
+	argv := sb.Command(sandbox.Box{Dir: dir, Person: "sebastian"}, "/bin/sh", "-c", "truncate -s 1T big 2>&1; echo done")
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "big")); err == nil && st.Size() > sandbox.DefaultLimits.FileSize {
+		t.Errorf("the sandbox made a file of %d bytes (%s)", st.Size(), out)
 	}
 }
