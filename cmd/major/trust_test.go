@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -150,13 +149,6 @@ func TestSandboxNeverSetsThePermissionMode(t *testing.T) {
 }
 
 // heap is the live heap of this process, after a collection.
-func heap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // Every sync of the vault (any person's turn end, any audit log) pulls
 // with --autostash, and the stash takes every tracked file of the whole
 // repository that changed: a note of sebastian's that his sandbox makes
