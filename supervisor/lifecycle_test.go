@@ -170,8 +170,15 @@ func TestTurnStartsOnceAndEndsOnce(t *testing.T) {
 				}
 				killed = 2
 			}
+			// Killed right after the write, a quick answer could still
+			// beat the kill on a loaded machine and end the turn well: this
+			// one takes seconds to finish.
+			two := "[[say two]]"
+			if tc.step == supervisor.StepAfterWrite {
+				two = "[[slow 40 100]]"
+			}
 			armed.Store(true)
-			send(t, cli, "[[say two]]")
+			send(t, cli, two)
 			end := log.rec.WaitEnd(t, 90*time.Second)
 			if armed.Load() {
 				t.Fatal("the process was never killed")
@@ -181,7 +188,7 @@ func TestTurnStartsOnceAndEndsOnce(t *testing.T) {
 				if end.Err != nil || log.rec.Text() != "two" {
 					t.Fatalf("the killed turn ended with %v and %q, want it run on a new process", end.Err, log.rec.Text())
 				}
-				if n := len(asked(env.Model, "[[say two]]")); n != 1 {
+				if n := len(asked(env.Model, two)); n != 1 {
 					t.Fatalf("the model answered the message %d times", n)
 				}
 			case !errors.Is(end.Err, supervisor.ErrProcessExited):
@@ -192,7 +199,7 @@ func TestTurnStartsOnceAndEndsOnce(t *testing.T) {
 			checkLate := func() {
 				t.Helper()
 				late := 0
-				for _, i := range asked(env.Model, "[[say two]]") {
+				for _, i := range asked(env.Model, two) {
 					if tc.never || i >= log.mark(killed) {
 						late++
 					}
