@@ -51,6 +51,9 @@ func startCaddy(tb testing.TB, s *server) string {
 	tb.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
+		if tb.Failed() {
+			tb.Logf("caddy's log:\n%s", logs)
+		}
 	})
 	url := "http://" + addr
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -92,8 +95,18 @@ func TestThroughCaddy(t *testing.T) {
 	step("chat-stream, line by line", func(t *testing.T) {
 		resp := via.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[slow 20 100]]","session_id":"`+id+`"}`)
 		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("chat-stream through the proxy: %s %s", resp.Status, readAll(t, resp))
+		}
 		lines := bufio.NewScanner(resp.Body)
-		for lines.Scan() && !strings.Contains(lines.Text(), "tick ") {
+		var seen []string
+		ticked := false
+		for !ticked && lines.Scan() {
+			seen = append(seen, lines.Text())
+			ticked = strings.Contains(lines.Text(), "tick ")
+		}
+		if !ticked {
+			t.Fatalf("the stream ended (%v) before its first tick, after:\n%s", lines.Err(), strings.Join(seen, "\n"))
 		}
 		// The first tick is here: had the proxy held the answer back,
 		// the turn would be over by now.
