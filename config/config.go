@@ -2,8 +2,9 @@
 // sessions: a server-wide layer and one layer per person, each a folder
 // under the configuration directory, outside every vault. A layer holds
 // extra MCP servers, skills, an extra system-prompt section, tool changes,
-// the default model, the limits and whether publishing asks first; the
-// person's layer overrides the server's (Person).
+// the default model, the limits, whether publishing asks first and the
+// notification settings; the person's layer overrides the server's
+// (Person).
 //
 // It only reads: it never writes a file, and it never reads anything the
 // agent can write. The configuration directory must not be inside the
@@ -79,6 +80,9 @@ type Layer struct {
 	Publishing string
 	Limits     Limits
 	Tools      Tools
+	// Notifications is the notifications key as written (checked by
+	// Rules.Notifications), nil when not set.
+	Notifications json.RawMessage
 	// MCPServers are the entries of mcp.json's mcpServers, as written.
 	MCPServers map[string]json.RawMessage
 	Skills     []Skill
@@ -96,6 +100,9 @@ type Person struct {
 	Publishing string
 	Limits     Limits
 	Tools      Tools
+	// Notifications are the person's notification settings: their
+	// layer's, else the server's (nil: none set).
+	Notifications json.RawMessage
 	// MCPServers are both layers' servers; the person's wins a name both
 	// use.
 	MCPServers map[string]json.RawMessage
@@ -109,7 +116,11 @@ type Person struct {
 // lists on its own), MCP servers and skills are joined by name, and the
 // prompt sections are both kept.
 func Merge(server, person Layer) Person {
-	p := Person{Model: server.Model, Publishing: server.Publishing, Limits: server.Limits, Tools: server.Tools}
+	p := Person{Model: server.Model, Publishing: server.Publishing, Limits: server.Limits, Tools: server.Tools,
+		Notifications: server.Notifications}
+	if person.Notifications != nil {
+		p.Notifications = person.Notifications
+	}
 	if person.Model != "" {
 		p.Model = person.Model
 	}
@@ -175,14 +186,18 @@ type Rules struct {
 	// servers run in, an absolute path outside the vault: a plain word in
 	// their command line names a file there.
 	MCPWorkDir string
+	// Notifications checks the notifications key (what its settings mean
+	// is package notify's); nil refuses the key.
+	Notifications func(raw []byte) error
 }
 
 // settings is config.json.
 type settings struct {
-	Model      string `json:"model"`
-	Publishing string `json:"publishing"`
-	Limits     Limits `json:"limits"`
-	Tools      Tools  `json:"tools"`
+	Model         string          `json:"model"`
+	Publishing    string          `json:"publishing"`
+	Limits        Limits          `json:"limits"`
+	Tools         Tools           `json:"tools"`
+	Notifications json.RawMessage `json:"notifications"`
 }
 
 var (
@@ -246,6 +261,15 @@ func parseSettings(data []byte, r Rules, l *Layer) error {
 		if slices.Contains(r.ReservedMCP, server) {
 			return fmt.Errorf("tools.allow: %q: the %s tools are not configured here (publishing is)", t, server)
 		}
+	}
+	if s.Notifications != nil && string(s.Notifications) != "null" {
+		if r.Notifications == nil {
+			return errors.New("notifications: this server sends no notifications")
+		}
+		if err := r.Notifications(s.Notifications); err != nil {
+			return fmt.Errorf("notifications: %w", err)
+		}
+		l.Notifications = s.Notifications
 	}
 	l.Model, l.Publishing, l.Limits, l.Tools = s.Model, s.Publishing, s.Limits, s.Tools
 	return nil

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -519,5 +520,47 @@ func TestMCPWorkDirOutsideTheVault(t *testing.T) {
 				t.Fatalf("got %v", err)
 			}
 		})
+	}
+}
+
+// TestNotifications: the notifications key is checked by the rule the
+// server gives (a broken one stops the start), the person's replaces the
+// server's whole, and a change applies without a restart.
+func TestNotifications(t *testing.T) {
+	w := newWorld(t)
+	w.rules.Notifications = func(raw []byte) error {
+		var n struct {
+			Events []string `json:"events"`
+		}
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return err
+		}
+		for _, e := range n.Events {
+			if e != "question" && e != "done" {
+				return errors.New("unknown event " + e)
+			}
+		}
+		return nil
+	}
+	w.write(t, "server/config.json", `{"notifications":{"events":["done"]}}`)
+	s := w.mustOpen(t)
+	if got := string(s.Notifications("sebastian")); got != `{"events":["done"]}` {
+		t.Fatalf("the server's: %s", got)
+	}
+	w.write(t, "persons/sebastian/config.json", `{"notifications":{"events":["question"],"quiet_hours":null}}`)
+	if got := string(s.Notifications("sebastian")); got != `{"events":["question"],"quiet_hours":null}` {
+		t.Fatalf("the person's: %s", got)
+	}
+	if got := string(s.For("petra").Notifications); got != `{"events":["done"]}` {
+		t.Fatalf("another person's: %s", got)
+	}
+	w.write(t, "persons/petra/config.json", `{"notifications":{"events":["everything"]}}`)
+	if _, err := w.open(t); err == nil || !strings.Contains(err.Error(), "unknown event everything") {
+		t.Fatalf("a broken notifications key at start: %v", err)
+	}
+	w.rules.Notifications = nil
+	w.write(t, "persons/petra/config.json", `{}`)
+	if _, err := w.open(t); err == nil || !strings.Contains(err.Error(), "sends no notifications") {
+		t.Fatalf("notifications on a server that sends none: %v", err)
 	}
 }

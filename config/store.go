@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -131,6 +132,15 @@ func (s *Store) Limits(person string) Limits {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Merge(s.refreshSettings(ServerLayer), s.refreshSettings(filepath.Join(PersonsDir, person))).Limits
+}
+
+// Notifications are person's notification settings as the settings files
+// are now, or as they last were good (as Limits, a stat of the two
+// settings files each time).
+func (s *Store) Notifications(person string) json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Merge(s.refreshSettings(ServerLayer), s.refreshSettings(filepath.Join(PersonsDir, person))).Notifications
 }
 
 // refreshSettings is refresh for readers of the settings file only: the

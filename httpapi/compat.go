@@ -113,10 +113,11 @@ func streamEndMessage(err error) string {
 // chat is the compat non-streaming endpoint: the same turn, answered as one
 // JSON object.
 func (s *Server) chat(c *gin.Context) {
-	chat, t, _, _, ok := s.chatTicket(c, false)
+	chat, t, _, detach, ok := s.chatTicket(c, false)
 	if !ok {
 		return
 	}
+	defer detach()
 	ctx := c.Request.Context()
 	if err := s.awaitTurn(ctx, t, nil, nil); err != nil {
 		if ctx.Err() == nil {

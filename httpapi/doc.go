@@ -4,7 +4,9 @@
 // statuses in one place, and the NDJSON streams written and flushed line
 // by line, with the compat endpoints the seed clients speak; the person's
 // notes served read-only, with the headers that keep a file from running
-// in the client's origin.
+// in the client's origin; and the notification endpoints (devices,
+// settings, page visibility, actions) in front of package notify, whose
+// actions it applies through the session core.
 //
 // It holds no session state: every session, message, queue entry and
 // event comes from relay.Registry. It must not start CLIs, translate CLI

@@ -14,12 +14,14 @@ import (
 
 // contentSecurityPolicy is the web client's: its scripts, styles,
 // connections (the API, the streams, the terminal's WebSocket), images and
-// forms from its own origin only; no inline script, no frame may hold it.
+// forms from its own origin only (images also from blob: URLs, the notes
+// the page fetched with its token and shows; an image runs no script); no
+// inline script, no frame may hold it.
 // Styles also come from style elements made by the page's own scripts
 // (the terminal emulator draws its cells with them): those carry the
 // page's nonce, which injected markup cannot know.
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'%s; connect-src 'self'; " +
-	"img-src 'self' data:; font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+	"img-src 'self' data: blob:; font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // securityHeaders puts the headers every answer carries: no content-type
 // sniffing, no Referer sent from the client's pages, and, for everything

@@ -16,6 +16,7 @@ import (
 
 	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/auth"
+	"github.com/majorhq/major/notify"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/terminal"
@@ -59,6 +60,10 @@ type Config struct {
 	CORSOrigins []string
 	// Terminals, when set, serves the sessions' terminals.
 	Terminals Terminals
+	// Notify, when set, serves the push configuration, the persons'
+	// devices and notification settings and the notifications' actions,
+	// and hears which clients watch which session.
+	Notify *notify.Service
 	// Unsandboxed, when set, says that the CLIs run without the sandbox
 	// (--sandbox=off) and why that matters: /readyz shows it, and the
 	// terminal, whose shell nothing else would hold, is refused with it
@@ -166,6 +171,18 @@ func NewServer(cfg Config) *Server {
 	// Redeeming a pairing code is how a device gets its token: the code
 	// is its credential, limited like a token.
 	r.POST("/api/claude/pair", s.redeemPairing)
+	if cfg.Notify != nil {
+		api.GET("/push/config", s.pushConfig)
+		api.GET("/devices", s.listDevices)
+		api.POST("/devices", s.addDevice)
+		api.DELETE("/devices/:id", s.removeDevice)
+		api.GET("/notifications", s.getNotifications)
+		api.PUT("/notifications", s.putNotifications)
+		api.POST("/notifications/test", s.testNotification)
+		api.POST("/presence", s.presence)
+		// The token is the action's only credential.
+		r.POST(actionsPath+":token", s.action)
+	}
 
 	if cfg.MCP != nil {
 		mcp := func(c *gin.Context) {
@@ -273,11 +290,19 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		status, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, relay.ErrNoChanges):
 		status, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, notify.ErrInvalidToken):
+		status, msg = http.StatusForbidden, err.Error()
+	case errors.Is(err, notify.ErrTokenGone):
+		status, msg = http.StatusGone, err.Error()
+	case errors.Is(err, notify.ErrBadDevice), errors.Is(err, notify.ErrBadSettings):
+		status, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, notify.ErrNoDevice):
+		status, msg = http.StatusNotFound, err.Error()
 	case errors.Is(err, relay.ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, supervisor.ErrPersonBusy):
 		status, msg = http.StatusServiceUnavailable, err.Error()
 		retryAfter = "5"
 	default:
-		s.log.Error().Err(err).Str("path", path).Msg("request failed")
+		s.log.Error().Err(err).Str("path", loggedPath(path)).Msg("request failed")
 	}
 	return status, msg, retryAfter
 }
@@ -298,7 +323,7 @@ func (s *Server) recoverer(c *gin.Context) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error().Interface("panic", v).Str("path", c.Request.URL.Path).Msg("handler panicked")
+			s.log.Error().Interface("panic", v).Str("path", loggedPath(c.Request.URL.Path)).Msg("handler panicked")
 			if !c.Writer.Written() {
 				s.fail(c, errors.New("panic"))
 			}
@@ -365,7 +390,8 @@ func (s *Server) bind(c *gin.Context, req validated) bool {
 // it follows that message instead of reaching the model twice. With
 // attach, a request that says it can answer questions is counted as an
 // interactive client before its message goes in (the CLI may ask at
-// once), until detach is called.
+// once), until detach is called; and any request counts as watching its
+// chat until then (it waits for the turn's end).
 func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t *relay.Ticket, req chatRequest, detach func(), ok bool) {
 	detach = func() {}
 	msg, ok := s.bindMessage(c, &req)
@@ -381,7 +407,7 @@ func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t
 			if attach && req.Interactive {
 				detach = prev.AttachInteractive()
 			}
-			return prev, t, req, detach, true
+			return prev, t, req, both(detach, s.watch(person, prev.ID, "", true)), true
 		}
 		if chat, err = s.cfg.Registry.GetOrCreate("", person); err != nil {
 			msg.settle(nil)
@@ -392,6 +418,8 @@ func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t
 	if attach && req.Interactive {
 		detach = chat.AttachInteractive()
 	}
+	// The client waits for the turn's end: it watches the chat.
+	detach = both(detach, s.watch(person, chat.ID, "", true))
 	o := relay.SubmitOptions{Stream: true, Opened: opened, Attached: msg.attached}
 	if req.Steer && !opened && !req.carriesFiles() {
 		// Into the running turn, whose rest is this message's answer.
@@ -406,6 +434,14 @@ func (s *Server) chatTicket(c *gin.Context, attach bool) (chat *relay.Session, t
 		return nil, nil, req, func() {}, false
 	}
 	return chat, t, req, detach, true
+}
+
+// both is a func that calls a and b.
+func both(a, b func()) func() {
+	return func() {
+		a()
+		b()
+	}
 }
 
 // Statuses a waiting chat-stream shows.
@@ -622,6 +658,11 @@ func (s *Server) events(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	page, visible, err := eventsPage(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	// Questions and permissions still open are shown again even if the
 	// client saw them before it dropped.
 	pending := chat.PendingEvents()
@@ -632,6 +673,7 @@ func (s *Server) events(c *gin.Context) {
 	}
 	defer sub.Close()
 	defer chat.AttachInteractive()()
+	defer s.watch(personOf(c), chat.ID, page, visible)()
 
 	w := newLineWriter(c, s.cfg.WriteTimeout)
 	for _, ev := range pending {

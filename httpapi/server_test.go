@@ -15,6 +15,7 @@ import (
 	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/httpapi/httpapitest"
+	"github.com/majorhq/major/notify"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/relay/relaytest"
 	"github.com/majorhq/major/supervisor"
@@ -35,6 +36,9 @@ type harness struct {
 	// terminals are the server's terminals, when harnessOpts.terminals
 	// asked for them.
 	terminals *terminal.Manager
+	// notify is the notifications, when harnessOpts.notify asked for
+	// them.
+	notify *notify.Service
 }
 
 type harnessOpts struct {
@@ -65,6 +69,10 @@ type harnessOpts struct {
 	wrap func(http.Handler) http.Handler
 	// paths are the server's folders, hidden from clients.
 	paths clientevent.ServerPaths
+	// notify, when set, configures the notifications (package notify),
+	// with the fakes' chats asking as policy says.
+	notify *notify.Config
+	policy *relay.AskPolicy
 }
 
 func newHarness(tb testing.TB, o harnessOpts) *harness {
@@ -86,8 +94,22 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 		}
 		return f
 	}}
-	sessions, err := relay.NewRegistry(relay.RegistryConfig{Launcher: fakes, Logger: log,
-		Limits: func(string) relay.Limits { return o.limits }, ServerPaths: o.paths})
+	fakes.Policy = o.policy
+	var notifier *notify.Service
+	if o.notify != nil {
+		cfg := *o.notify
+		cfg.Logger = log
+		var err error
+		if notifier, err = notify.New(cfg); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	rcfg := relay.RegistryConfig{Launcher: fakes, Logger: log,
+		Limits: func(string) relay.Limits { return o.limits }, ServerPaths: o.paths}
+	if notifier != nil {
+		rcfg.Notifier = notifier
+	}
+	sessions, err := relay.NewRegistry(rcfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -97,7 +119,7 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 	}
 	done := make(chan struct{})
 	cfg := httpapi.Config{Auth: auth, Registry: sessions, Logger: log, Done: done, CORSOrigins: o.cors,
-		PingInterval: o.ping, SubscriberBuffer: o.subBuf}
+		PingInterval: o.ping, SubscriberBuffer: o.subBuf, Notify: notifier}
 	terminals := func() {}
 	var manager *terminal.Manager
 	if o.terminals != nil {
@@ -114,8 +136,12 @@ func newHarness(tb testing.TB, o harnessOpts) *harness {
 		srv.Close()
 		terminals()
 		sessions.Close()
+		if notifier != nil {
+			notifier.Close()
+		}
 	})
-	return &harness{Client: httpapitest.Client{URL: srv.URL, Token: token}, url: srv.URL, sessions: sessions, fakes: fakes, terminals: manager}
+	return &harness{Client: httpapitest.Client{URL: srv.URL, Token: token}, url: srv.URL, sessions: sessions, fakes: fakes, terminals: manager,
+		notify: notifier}
 }
 
 // timesSent is how many times text reached a CLI as a message.

@@ -114,6 +114,7 @@ func (a *asks) cancelUpTo(c *Session, turn int) {
 			continue
 		}
 		delete(a.pending, id)
+		c.notify.Settled(c.Person, c.ID, id)
 		p.reply <- Answer{Interrupt: true, Message: "The turn was interrupted."}
 		c.publishInOrderLocked(answeredEvent{Type: p.kind + "_answered", RequestID: id, Outcome: "cancelled"}, nil)
 	}
@@ -156,6 +157,7 @@ func (c *Session) Answer(kind, requestID string, ans Answer) error {
 		return ErrUnknownRequest
 	}
 	c.asks.markAnswered(requestID)
+	c.notify.Settled(c.Person, c.ID, requestID)
 	p.reply <- ans
 	ev := answeredEvent{Type: kind + "_answered", RequestID: requestID, Outcome: "answered", Answers: ans.Answers}
 	if kind == "permission" {
@@ -192,8 +194,9 @@ func (a *asks) wasAnswered(id string) bool {
 }
 
 // wait publishes an ask and blocks until it is answered, the timeout
-// passes, or ctx ends (the CLI cancelled the request or exited).
-func (c *Session) wait(ctx context.Context, kind string, body func(id string) clientevent.Body, timeout time.Duration) (Answer, string, error) {
+// passes, or ctx ends (the CLI cancelled the request or exited). notice
+// is what the Notifier hears of it.
+func (c *Session) wait(ctx context.Context, kind string, body func(id string) clientevent.Body, timeout time.Duration, notice Waiting) (Answer, string, error) {
 	id := uuid.NewString()
 	p := &ask{id: id, kind: kind, reply: make(chan Answer, 1)}
 	c.mu.Lock()
@@ -206,6 +209,8 @@ func (c *Session) wait(ctx context.Context, kind string, body func(id string) cl
 		p.event = e
 		c.asks.mu.Unlock()
 	})
+	notice.RequestID, notice.Expires = id, time.Now().Add(timeout)
+	c.notify.Waiting(c.waitingLocked(notice))
 	c.mu.Unlock()
 	c.cli.SetWaiting(true)
 	defer c.cli.SetWaiting(false)
@@ -232,6 +237,7 @@ func (c *Session) expire(id, kind, outcome string) {
 	delete(c.asks.pending, id)
 	c.asks.mu.Unlock()
 	if ok {
+		c.notify.Settled(c.Person, c.ID, id)
 		c.publishInOrderLocked(answeredEvent{Type: kind + "_answered", RequestID: id, Outcome: outcome}, nil)
 	}
 }
@@ -319,7 +325,7 @@ func (c *Session) askQuestion(ctx context.Context, req *supervisor.ControlReques
 	}
 	ans, outcome, err := c.wait(ctx, "question", func(id string) clientevent.Body {
 		return questionEvent{Type: "question", RequestID: id, Questions: in.Questions}
-	}, timeout)
+	}, timeout, Waiting{Kind: "question", Questions: in.Questions})
 	switch {
 	case err != nil:
 		return supervisor.PermissionResult{Message: "The question was cancelled.", Interrupt: true}, nil
@@ -370,14 +376,14 @@ func (c *Session) askPermission(ctx context.Context, req *supervisor.ControlRequ
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
 	}
+	reason := permissionReason(req)
+	if w := policy.warning(req.ToolName, input); w != "" {
+		reason += " " + w
+	}
 	ans, outcome, err := c.wait(ctx, "permission", func(id string) clientevent.Body {
-		reason := permissionReason(req)
-		if w := policy.warning(req.ToolName, input); w != "" {
-			reason += " " + w
-		}
 		return permissionEvent{Type: "permission", RequestID: id, Tool: req.ToolName, Input: input, Reason: reason,
 			CanRemember: !oneByOne}
-	}, policy.Timeout)
+	}, policy.Timeout, callWaiting("permission", policy, req.ToolName, input, reason))
 	switch {
 	case err != nil:
 		return supervisor.PermissionResult{Message: "The permission prompt was cancelled.", Interrupt: true}, nil

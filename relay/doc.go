@@ -18,9 +18,13 @@
 // HTTP: it must not import gin or net/http handlers, read requests or map
 // errors to statuses. The API in front of it is package httpapi.
 //
+// What may need a person who is not looking (a request that waits, a
+// turn's end, a refused message) is told to the registry's Notifier
+// (package notify implements it; relay never imports it).
+//
 // Locks are taken in one order, never the other way: Registry.mu →
 // Stream.upkeep → Session.mu → {the CLI's own, Stream.mu, drafts.mu →
-// asks.mu}. Stream.Events and Stream.Subscribe may read an evicted
+// asks.mu, the Notifier's own}. Stream.Events and Stream.Subscribe may read an evicted
 // session's events back from disk (under Stream.upkeep): never call them
 // with Session.mu held. The CLI
 // publishes its events (Session.Publish takes Session.mu) with its turn

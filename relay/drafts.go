@@ -214,6 +214,7 @@ func (c *Session) holdDraft(req *supervisor.ControlRequest, policy AskPolicy) su
 	d.n = c.drafts.made
 	if old := c.drafts.cur; old != nil && !old.approved {
 		c.asks.markAnswered(old.id)
+		c.notify.Settled(c.Person, c.ID, old.id)
 		c.publishInOrderLocked(draftAnsweredEvent{Type: "draft_answered", RequestID: old.id, Outcome: "expired", Reason: "replaced"}, nil)
 	}
 	c.drafts.cur = d
@@ -231,6 +232,9 @@ func (c *Session) holdDraft(req *supervisor.ControlRequest, policy AskPolicy) su
 		d.event = e
 		c.drafts.mu.Unlock()
 	})
+	w := callWaiting("draft", policy, req.ToolName, input, "")
+	w.RequestID = d.id
+	c.notify.Waiting(c.waitingLocked(w))
 	c.mu.Unlock()
 	return supervisor.PermissionResult{Message: draftMessage(req.ToolName, input, d.toolUseID != "")}
 }
@@ -373,6 +377,7 @@ func (c *Session) draftHookLocked(ev supervisor.Event) {
 			d.live = true
 		default:
 			c.asks.markAnswered(d.id)
+			c.notify.Settled(c.Person, c.ID, d.id)
 			ann = &draftAnsweredEvent{Type: "draft_answered", RequestID: d.id, Outcome: "answered", Behavior: "deny", By: "chat"}
 			// Only a message the person sent after the draft was made
 			// can confirm it: a "yes" typed ahead, while the model was
@@ -525,6 +530,7 @@ func (c *Session) answerDraftLocked(requestID string, ans Answer) bool {
 		return false
 	}
 	c.asks.markAnswered(d.id)
+	c.notify.Settled(c.Person, c.ID, d.id)
 	ev := draftAnsweredEvent{Type: "draft_answered", RequestID: d.id, Outcome: "answered", Behavior: "deny", By: "card"}
 	if ans.Allow {
 		d.approved = true

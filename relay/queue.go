@@ -359,6 +359,7 @@ func (c *Session) startFailed(t *Ticket, err error) *Ticket {
 	var over *BudgetError
 	if errors.As(err, &over) {
 		c.stream.publishJSON(clientevent.Refused{Type: "refused", QueueID: t.ID, Message: t.Message, Kind: clientevent.KindBudget, Error: over.Error()}, false, false)
+		c.refusedLocked(over)
 	}
 	q := &c.queue
 	for i, s := range q.sent {

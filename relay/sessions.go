@@ -158,6 +158,9 @@ type RegistryConfig struct {
 	Wrote func(sessionID string)
 	// Limits are each person's budgets and turn bound; nil: none.
 	Limits func(person string) Limits
+	// Notifier hears of what waits for a person, of turns that end and
+	// of refused messages (package notify); nil: no one is told.
+	Notifier Notifier
 	// Metered says that every model request's cost reaches the registry
 	// as it ends (Charge, from the model gateway), a turn's cut off by a
 	// crash included: what a session and a person spent is then the sum
@@ -300,6 +303,10 @@ type Session struct {
 	// metered is the sum, what the session spent.
 	meteredMode bool
 	metered     float64
+	// answerHead is the start of the running (or last) turn's answer,
+	// at most about answerHeadBytes: what a notification of its end
+	// shows, whether or not the history is in memory.
+	answerHead strings.Builder
 	// refused is the budget a model request of the running turn was
 	// refused for, by the gateway; the turn ends with it.
 	refused *BudgetError
@@ -326,6 +333,8 @@ type Session struct {
 	cliTurns, endedTurns int
 
 	drafts drafts
+	// notify hears of what may need the person (never nil).
+	notify Notifier
 	// policy is the permission policy the CLI's requests are answered
 	// with (CanUseTool), for the drafts' view of the turn.
 	policy atomic.Pointer[AskPolicy]
@@ -484,9 +493,22 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 			c.log.Warn().Str("cli_type", ev.Msg.Type).Str("cli_subtype", ev.Msg.Subtype).Strs("upstream", o.Withheld).
 				Msg("upstream error text withheld from clients")
 		}
+		var ended *TurnEnded
+		if o.Terminal {
+			// Read before the event is observed: that starts the next
+			// turn's text.
+			te := c.turnEndedLocked(o.Body)
+			ended = &te
+		}
 		e := c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
 		if e != nil {
 			c.observeLocked(e, o.Body)
+			if ended != nil {
+				c.notify.TurnEnded(*ended)
+			}
+		}
+		if rl, ok := o.Body.(clientevent.RateLimit); ok && rl.Status == "rejected" {
+			c.rateLimitedLocked(rl)
 		}
 		if f, ok := o.Body.(clientevent.Error); ok && ev.Msg != nil {
 			// The person got a sentence; the CLI's own words (which name
@@ -570,6 +592,17 @@ func (c *Session) observeLocked(ev *Event, body clientevent.Body) {
 		c.title = clientevent.OneLine(e.Message, 80)
 	}
 	switch ev.Type {
+	case "turn_start":
+		c.answerHead.Reset()
+	case "text":
+		// The head of the turn's answer, for a notification of its end.
+		if c.answerHead.Len() < answerHeadBytes {
+			t, ok := body.(clientevent.Text)
+			if !ok {
+				_ = json.Unmarshal(ev.Line, &t)
+			}
+			c.answerHead.WriteString(t.Delta)
+		}
 	case "imported":
 		// What the first message carries to the model.
 		var e importedEvent
@@ -582,6 +615,9 @@ func (c *Session) observeLocked(ev *Event, body clientevent.Body) {
 		c.hist.observe(ev, body)
 	}
 }
+
+// answerHeadBytes bounds Session.answerHead.
+const answerHeadBytes = 1024
 
 // chatHistory is the compat history, built from a session's events in
 // order.
@@ -815,6 +851,10 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		fork:         m.Fork,
 		resumeAt:     m.ResumeAt,
 		forkedFrom:   m.ForkedFrom,
+		notify:       r.cfg.Notifier,
+	}
+	if c.notify == nil {
+		c.notify = noNotifier{}
 	}
 	c.tr.Restore(m.SpentUSD, m.LastEntry)
 	if hook := r.cfg.TurnEnd; hook != nil {
@@ -1027,6 +1067,10 @@ func (r *Registry) Clear(id, person string) bool {
 	if err := c.cli.Close(); err != nil {
 		r.log.Warn().Err(err).Str("session", id).Msg("close session")
 	}
+	// Nothing of a cleared chat waits for its person any more.
+	c.mu.Lock()
+	c.notify.Settled(c.Person, c.ID, "")
+	c.mu.Unlock()
 	c.waitDraftStop()
 	c.stream.Close()
 	if c.elog != nil {

@@ -102,6 +102,7 @@ func (r *Registry) Admit(c *Session, message string) error {
 	if errors.As(err, &over) {
 		c.mu.Lock()
 		c.stream.publishJSON(clientevent.Refused{Type: "refused", Message: message, Kind: clientevent.KindBudget, Error: over.Error()}, false, false)
+		c.refusedLocked(over)
 		c.mu.Unlock()
 	}
 	return err

@@ -9,9 +9,10 @@ import (
 	"io/fs"
 )
 
-//go:embed index.html style.css js/*.js vendor/xterm/*.mjs vendor/xterm/*.css vendor/xterm/LICENSE*
+//go:embed index.html style.css manifest.json sw.js icons/*.png js/*.js vendor/xterm/*.mjs vendor/xterm/*.css vendor/xterm/LICENSE*
 var files embed.FS
 
-// Files is the client as served: index.html, style.css, js/*.js and the
-// vendored xterm.js (vendor/xterm).
+// Files is the client as served: index.html, style.css, js/*.js, the
+// installable app's manifest.json, icons and service worker (sw.js), and
+// the vendored xterm.js (vendor/xterm).
 func Files() fs.FS { return files }

@@ -35,6 +35,7 @@ import (
 	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/httpapi"
+	"github.com/majorhq/major/notify"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/sandbox"
 )
@@ -103,11 +104,15 @@ type config struct {
 	// notes.
 	Attachments attachments.Limits
 	// Sandbox runs every CLI in a bubblewrap sandbox of its person's
-	// (--sandbox=on, the default).
-	Sandbox bool
+	// (--sandbox=on, the default); SandboxLimits bound each person's
+	// (FileSize in MiB until parseFlags makes it bytes).
+	Sandbox       bool
+	SandboxLimits sandbox.Limits
 	// ManagedSettings is the folder of the machine's Claude Code managed
 	// settings, which every sandbox holds where the CLI reads them.
 	ManagedSettings string
+	// Notify configures the notifications (see package notify).
+	Notify notifyFlags
 	// Environ is the server's environment (KEY=value); the CLI's starts
 	// from it.
 	Environ []string
@@ -203,6 +208,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	messageMiB := fs.Int("attachment-max-message-mb", 50, "most MiB the files of one message may have together (MAJOR_ATTACHMENT_MAX_MESSAGE_MB)")
 	fs.IntVar(&c.Attachments.ImageEdge, "attachment-image-edge", 2000, "longest side in pixels of an image the model is sent; a larger one is scaled down, the original kept (MAJOR_ATTACHMENT_IMAGE_EDGE)")
 	noteKiB := fs.Int("attach-note-max-kb", 100, "most KiB of one attached note (or text file) the model is sent; a longer one is cut with a line saying so (MAJOR_ATTACH_NOTE_MAX_KB)")
+	fs.Int64Var(&c.SandboxLimits.FileSize, "sandbox-max-file-mb", sandbox.DefaultLimits.FileSize>>20, "largest file, in MiB, a sandbox may write (MAJOR_SANDBOX_MAX_FILE_MB; 0: no limit)")
+	fs.IntVar(&c.SandboxLimits.Processes, "sandbox-max-processes", sandbox.DefaultLimits.Processes, "most processes (threads counted) one person's sandboxes may run together, through a pids cgroup (MAJOR_SANDBOX_MAX_PROCESSES; 0: no limit)")
 	sandboxMode := fs.String("sandbox", "on", "on: every claude, and all it starts, runs in a bubblewrap sandbox of its person's; off: without it, the vault guard is the only boundary and the terminal is refused (MAJOR_SANDBOX)")
 	fs.StringVar(&c.ManagedSettings, "claude-managed-settings", sandbox.ManagedSettingsDir, "the machine's Claude Code managed settings folder (its policy for every claude), read-only in every sandbox at "+sandbox.ManagedSettingsDir+" (MAJOR_CLAUDE_MANAGED_SETTINGS)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, the chain after it), read again when it changes (MAJOR_TLS_CERT)")
@@ -215,6 +222,15 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	trustedProxies := fs.String("trusted-proxies", "", "comma-separated addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For names the client, for logs and the failed sign-in limit (MAJOR_TRUSTED_PROXIES; default none)")
 	fs.BoolVar(&c.TraceContent, "trace-content", false, "put the messages' text in the trace spans exported to OTEL_EXPORTER_OTLP_ENDPOINT (MAJOR_TRACE_CONTENT; default: sizes only)")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated browser origins (https://host[:port]) whose pages may call the API (MAJOR_CORS_ORIGINS; default none)")
+	n := &c.Notify
+	fs.DurationVar(&n.After, "notify-after", notify.DefaultNotifyAfter, "how long a question, permission or draft waits with nobody watching its chat before the person's devices are notified (MAJOR_NOTIFY_AFTER)")
+	fs.StringVar(&n.PublicURL, "public-url", "", "the server's address as phones and push services reach it (https://host[:port]); notifications' action buttons point there (MAJOR_PUBLIC_URL; default http://<the address it listens on>)")
+	pushAllow := fs.String("push-allow-hosts", "", "comma-separated hosts (host or host:port) a device URL may name besides public https ones, plain http allowed: a self-hosted ntfy on loopback, tests (MAJOR_PUSH_ALLOW_HOSTS; default none)")
+	fs.StringVar(&n.Contact, "push-contact", notify.DefaultContact, "who push services may write to about this server's Web Push (mailto: address or https URL) (MAJOR_PUSH_CONTACT)")
+	fs.StringVar(&n.NtfyContent, "ntfy-content", notify.ContentSummary, "what ntfy notifications carry: summary (no text of the chat, only that Major needs an answer in it) or full (MAJOR_NTFY_CONTENT)")
+	fs.StringVar(&n.FCMCredentials, "fcm-credentials", "", "a Firebase service account key file (JSON): the Android app's devices get FCM notifications (MAJOR_FCM_CREDENTIALS; default none: no FCM)")
+	fs.StringVar(&n.FCMEndpoint, "fcm-endpoint", notify.DefaultFCMEndpoint, "where FCM HTTP v1 messages go (MAJOR_FCM_ENDPOINT; for tests)")
+	fs.StringVar(&n.FCMContent, "fcm-content", notify.ContentSummary, "what FCM notifications carry: summary or full, as --ntfy-content (MAJOR_FCM_CONTENT)")
 	err := fs.Parse(args)
 	if err != nil {
 		return c, err
@@ -247,6 +263,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 		return c, fmt.Errorf("--cors-origins (MAJOR_CORS_ORIGINS): %w", err)
 	}
 	c.CORSOrigins = origins
+	if err := c.Notify.parse(*pushAllow); err != nil {
+		return c, err
+	}
+	if c.SandboxLimits.FileSize < 0 || c.SandboxLimits.Processes < 0 {
+		return c, errors.New("--sandbox-max-file-mb and --sandbox-max-processes must be 0 (no limit) or more")
+	}
+	c.SandboxLimits.FileSize <<= 20
 	switch *sandboxMode {
 	case "on":
 		c.Sandbox = true

@@ -553,12 +553,27 @@ func TestFlagsAndEnv(t *testing.T) {
 	if c, _ := parseFlags([]string{"--vault-root", "/v", "--auth-file", "/a"}, func(string) string { return "" }, io.Discard); c.CORSOrigins != nil {
 		t.Fatalf("CORS is on by default: %v", c.CORSOrigins)
 	}
+	n, err := parseFlags([]string{"--vault-root", "/v", "--auth-file", "/a", "--push-contact", "ops@notes.example", "--public-url", "https://major.example/"},
+		func(k string) string {
+			return map[string]string{"MAJOR_PUSH_ALLOW_HOSTS": "127.0.0.1, ntfy.lan:8080"}[k]
+		}, io.Discard)
+	if err != nil || strings.Join(n.Notify.AllowHosts, " ") != "127.0.0.1 ntfy.lan:8080" || n.Notify.Contact != "mailto:ops@notes.example" ||
+		n.Notify.PublicURL != "https://major.example" || n.Notify.After != 20*time.Second || n.Notify.NtfyContent != "summary" {
+		t.Fatalf("notification flags %+v %v", n.Notify, err)
+	}
 	for _, args := range [][]string{{}, {"--vault-root", "/v"}, {"--vault-root", "/v", "--auth-file", "/a", "extra"},
 		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "*"},
 		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "https://notes.example/app"},
 		{"--vault-root", "/v", "--auth-file", "/a", "--cors-origins", "notes.example"},
 		{"--vault-root", "/v", "--auth-file", "/a", "--shutdown-grace", "0s"},
-		{"--vault-root", "/v", "--auth-file", "/a", "--git-remote-timeout", "-1s"}} {
+		{"--vault-root", "/v", "--auth-file", "/a", "--git-remote-timeout", "-1s"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--notify-after", "0s"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--public-url", "ftp://major.example"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--public-url", "https://major.example/?x=1"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--push-allow-hosts", "http://ntfy.lan"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--push-contact", "nobody"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--ntfy-content", "some"},
+		{"--vault-root", "/v", "--auth-file", "/a", "--fcm-content", "all"}} {
 		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Fatalf("args %v accepted", args)
 		}

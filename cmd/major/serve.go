@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -104,8 +105,10 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		return err
 	}
 	repository := vaultRepository(ctx, vaultRoot)
+	rules := assembly.ConfigRules()
+	rules.Notifications = notificationsRule
 	settings, err := sessionconfig.Open(sessionconfig.Config{Dir: cfg.ConfigDir, Vault: repository,
-		Rules: assembly.ConfigRules(), Logger: log})
+		Rules: rules, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -129,11 +132,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// files and folders and its CLI configuration (its claude login,
 		// the CLI home all persons shared before); nor its home whole.
 		getenv := lookup(cfg.Environ)
-		private := []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig, clihome.SharedConfigDir(getenv)}
-		box, err = sandbox.New(ctx, sandbox.Config{PATH: getenv("PATH"), ManagedSettings: cfg.ManagedSettings, Private: private, Homes: []string{getenv("HOME")}})
+		private := []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig, cfg.Notify.FCMCredentials, clihome.SharedConfigDir(getenv)}
+		box, err = sandbox.New(ctx, sandbox.Config{PATH: getenv("PATH"), ManagedSettings: cfg.ManagedSettings, Private: private, Homes: []string{getenv("HOME")},
+			Limits: cfg.SandboxLimits, Name: cfg.StateDir})
 		if err != nil {
 			return err
 		}
+		defer box.Close()
 		if box.Holds(install) {
 			return fmt.Errorf("the CLI's install %s holds or is inside a folder of the server's (vault, state or configuration): every sandbox would see it; install the CLI elsewhere", install)
 		}
@@ -299,11 +304,40 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
+	// The address is known before anything needs it: the notifications'
+	// action buttons point at it unless --public-url says otherwise.
+	secure, err := setupTLS(cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := listen(ctx, cfg.Addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	scheme := "http"
+	if secure != nil {
+		scheme = "https"
+	}
+	publicURL := cfg.Notify.PublicURL
+	if publicURL == "" {
+		publicURL = scheme + "://" + ln.Addr().String()
+		if host, _, _ := net.SplitHostPort(ln.Addr().String()); net.ParseIP(host).IsUnspecified() {
+			log.Warn().Str("public_url", publicURL).Msg("the buttons of notifications point at an address no phone can reach; set --public-url")
+		}
+	}
+	// Closed after the sessions (its Close is deferred before theirs),
+	// which tell it of their turns until they close.
+	notifier, err := startNotify(cfg.Notify, cfg.StateDir, cfg.AskTimeout, publicURL, settings, log)
+	if err != nil {
+		return err
+	}
+	defer notifier.Close()
 	var observer relay.TurnObserver
 	if turns != nil {
 		observer = turns
 	}
-	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson,
+	sessions, err = relay.NewRegistry(relay.RegistryConfig{Launcher: launcher, Store: store, TTL: cfg.SessionTTL, MaxPerPerson: cfg.SessionsPerPerson, Notifier: notifier,
 		Turns:         observer,
 		Metered:       gw != nil,
 		LiveProcesses: pool.Live, WaitingProcesses: pool.Waiting, Active: pool.Touch, TurnEnd: endTurn,
@@ -359,6 +393,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// Files and notes a message carries, and the notes read back.
 		Attachments: attachments.New(attachments.Config{VaultRoot: vaultRoot, Limits: cfg.Attachments, Writes: git}),
 		Vault:       &vault.Guard{VaultRoot: vaultRoot},
+		Notify:      notifier,
 	}
 	if terminals != nil {
 		srvCfg.Terminals = terminals
@@ -370,18 +405,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	api := httpapi.NewServer(srvCfg)
 
-	secure, err := setupTLS(cfg, log)
-	if err != nil {
-		return err
-	}
-	ln, err := listen(ctx, cfg.Addr)
-	if err != nil {
-		return err
-	}
-	scheme := "http"
 	var tlsConfig *tls.Config
 	if secure != nil {
-		scheme, tlsConfig = "https", secure.config
+		tlsConfig = secure.config
 		if secure.challenge != nil {
 			cl, err := listen(ctx, secure.challengeAddr)
 			if err != nil {
@@ -395,7 +421,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	log.Info().Str("addr", scheme+"://"+ln.Addr().String()).Str("claude", claude).Str("claude_version", version).
 		Str("sandbox", map[bool]string{true: "on", false: "off"}[box != nil]).
-		Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
+		Str("public_url", publicURL).Str("vault_root", vaultRoot).Str("state_dir", cfg.StateDir).Str("config_dir", cfg.ConfigDir).Msg("major is serving")
 	return serveHTTP(ctx, ln, tlsConfig, debugLog(log), api, cfg.ReadTimeout, cfg.KeepAlive, down, func() {
 		// Running turns are interrupted and end with their terminal
 		// events while their clients are still connected, and the

@@ -10,6 +10,7 @@ import jsQR from 'jsqr';
 
 import { startStack, TOKEN, WEB } from './stack.js';
 import { startProxy } from './proxy.js';
+import { startPushService } from './push.js';
 
 const SHOTS = path.join(WEB, 'e2e', 'screenshots');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
@@ -22,6 +23,7 @@ let browser;
 let page; // the first client
 let page2; // a second client on the same session, through proxy
 let proxy;
+let push; // the Web Push service the server sends to
 let sessionID;
 let broken = ''; // the first step that failed: the later ones build on it
 
@@ -109,8 +111,11 @@ function transcript(p) {
 describe('web client', () => {
   before(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    stack = await startStack();
+    // Notifications go out half a second after a question waits
+    // unwatched, to the test's push service on loopback.
+    stack = await startStack(['--notify-after', '500ms', '--push-allow-hosts', '127.0.0.1']);
     proxy = await startProxy(stack.url);
+    push = await startPushService();
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -122,6 +127,7 @@ describe('web client', () => {
   after(async () => {
     if (browser) await Promise.race([browser.close(), new Promise((r) => setTimeout(r, 10000))]);
     if (proxy) await proxy.close();
+    if (push) await push.close();
     if (stack) await stack.stop();
   }, { timeout: 60000 });
 
@@ -595,6 +601,114 @@ describe('web client', () => {
     await phone.close();
   });
 
+  step('a pushed notification shows, and its button answers the question', async () => {
+    const headers = { Authorization: 'Bearer ' + TOKEN, 'X-Notes-Person': 'sebastian', 'Content-Type': 'application/json' };
+    const cfg = await (await fetch(stack.url + '/api/claude/push/config', { headers })).json();
+    push.expect(cfg.vapid_public_key);
+    // Chromium's own push service is out of reach here: the device is a
+    // subscription of the test's push service, registered as the page
+    // registers its own.
+    const res = await fetch(stack.url + '/api/claude/devices', {
+      method: 'POST', headers, body: JSON.stringify({ kind: 'webpush', subscription: push.subscribe(), name: 'e2e' }),
+    });
+    assert.equal(res.status, 201);
+    const device = await res.json();
+    // The second client, still open on the chat, would be watching it.
+    await page2.context().close();
+    try {
+      await page.context().grantPermissions(['notifications'], { origin: stack.url });
+      await page.locator(`.session[data-session-id="${sessionID}"]`).click();
+      await waitIdle(page);
+      // The app is installable: its manifest and worker are in place.
+      const app = await page.evaluate(async () => {
+        const reg = await navigator.serviceWorker.ready;
+        const manifest = await (await fetch(document.querySelector('link[rel=manifest]').href)).json();
+        return { scope: reg.scope, display: manifest.display, icons: manifest.icons.map((i) => i.sizes) };
+      });
+      assert.equal(app.scope, stack.url + '/app/');
+      assert.equal(app.display, 'standalone');
+      assert.ok(app.icons.includes('192x192') && app.icons.includes('512x512'), `icons ${app.icons}`);
+
+      // The worker's registration, for the DevTools protocol.
+      const cdp = await page.context().newCDPSession(page);
+      const registered = new Promise((resolve) => cdp.on('ServiceWorker.workerRegistrationUpdated', ({ registrations }) => {
+        const r = registrations.find((x) => x.scopeURL === app.scope && !x.isDeleted);
+        if (r) resolve(r.registrationId);
+      }));
+      await cdp.send('ServiceWorker.enable');
+      const registrationId = await registered;
+
+      // The person switches to another tab: the page tells the server.
+      const hidden = page.waitForResponse((r) => r.url().endsWith('/api/claude/presence') && (r.request().postData() || '').includes('false'));
+      await page.evaluate(() => {
+        Object.defineProperty(document, 'visibilityState', { value: 'hidden', configurable: true });
+        document.dispatchEvent(new Event('visibilitychange'));
+      });
+      assert.equal((await (await hidden).json()).known, true, 'the server knows the page');
+
+      // A question waits, nobody watching: the server pushes it, encrypted
+      // for the subscription and signed with its VAPID key.
+      await fetch(stack.url + '/api/claude/sessions/' + sessionID + '/messages', { method: 'POST', headers, body: JSON.stringify({ message: '[[ask]]' }) });
+      await page.locator('.card.question').waitFor();
+      const text = await push.next(WAIT);
+      const payload = JSON.parse(text);
+      assert.equal(payload.type, 'question');
+      assert.equal(payload.session_id, sessionID);
+      assert.deepEqual(payload.actions.map((a) => a.label), ['Red', 'Blue']);
+
+      // The browser's push service delivers it to the worker, which shows it.
+      await cdp.send('ServiceWorker.deliverPushMessage', { origin: new URL(stack.url).origin, registrationId, data: text });
+      const shownNotes = () => page.evaluate(async () => (await (await navigator.serviceWorker.ready).getNotifications())
+        .map((n) => ({ title: n.title, body: n.body, actions: n.actions.map((a) => a.title), tag: n.tag })));
+      let shown = [];
+      for (let i = 0; i < 200 && !shown.length; i++) {
+        shown = await shownNotes();
+        if (!shown.length) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(shown.length, 1, 'the worker shows the notification');
+      assert.match(shown[0].body, /^Which color\?\n• Red/);
+      assert.equal(shown[0].title, payload.title);
+      assert.deepEqual(shown[0].actions, ['Red', 'Blue']);
+
+      // The person presses "Blue": the worker's notificationclick, as the
+      // browser dispatches it for a button.
+      const worker = page.context().serviceWorkers().find((w) => w.url().endsWith('/app/sw.js'));
+      assert.ok(worker, 'the service worker runs');
+      await worker.evaluate(async () => {
+        const [n] = await self.registration.getNotifications();
+        self.dispatchEvent(new NotificationEvent('notificationclick', { notification: n, action: '1' }));
+      });
+      await waitReply(page, '"Which color?"="Blue"');
+      assert.equal(await page.locator('.card').count(), 0, 'the card left the page');
+      // In place of the question, what came of the answer.
+      for (let i = 0; i < 200 && !(shown.length === 1 && shown[0].body === 'Answered: Blue'); i++) {
+        shown = await shownNotes();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.deepEqual(shown.map((n) => n.body), ['Answered: Blue']);
+      await waitIdle(page);
+
+      // The settings page lists the device and the person's choices.
+      await page.getByRole('button', { name: 'Notifications' }).click();
+      await page.locator('#settings-view .device', { hasText: 'e2e' }).waitFor();
+      assert.equal(await page.locator('#events input:checked').count(), 6, 'every event is chosen');
+      await shot(page, '20-notifications');
+      await page.getByRole('button', { name: 'Back to the chat' }).click();
+      await page.locator('#settings-view').waitFor({ state: 'hidden' });
+    } finally {
+      await page.evaluate(() => {
+        delete document.visibilityState;
+        document.dispatchEvent(new Event('visibilitychange'));
+      });
+      await fetch(stack.url + '/api/claude/devices/' + device.id, { method: 'DELETE', headers });
+    }
+  });
+
+  // The elements that reach past the window's right edge, for a failure's message.
+  const widest = (p) => p.evaluate(() => [...document.querySelectorAll('body *')]
+    .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 && e.getClientRects().length)
+    .slice(0, 5).map((e) => `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}.${[...e.classList].join('.')} (${Math.round(e.getBoundingClientRect().right)}px)`).join(', '));
+
   step('phone width (dark): one column, chats in a drawer', async () => {
     const phone = await newClient({ width: 390, height: 844 }, stack.url, 'dark');
     await signIn(phone);
@@ -604,13 +718,18 @@ describe('web client', () => {
     await waitFor(phone, () => document.querySelectorAll('#transcript .msg').length > 4 && !document.querySelector('#transcript .running'), null, 'the chat on the phone');
     await new Promise((r) => setTimeout(r, 300));
     const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    assert.ok(overflow <= 0, `no sideways scrolling (${overflow}px too wide)`);
+    assert.ok(overflow <= 0, `no sideways scrolling (${overflow}px too wide: ${await widest(phone)})`);
     assert.equal(await phone.locator('#sidebar').isVisible(), false, 'the drawer closed after choosing a chat');
     await shot(phone, '13-phone');
     await phone.getByRole('button', { name: 'Show chats' }).click();
     await phone.locator('#sidebar').waitFor({ state: 'visible' });
     await new Promise((r) => setTimeout(r, 300));
     await shot(phone, '14-phone-drawer');
+    // The account's buttons are at the drawer's foot on a phone.
+    await phone.locator('#sidebar').getByRole('button', { name: 'Notifications' }).click();
+    await phone.locator('#settings-view').waitFor();
+    await phone.locator('#sidebar').waitFor({ state: 'hidden' });
+    await phone.getByRole('button', { name: 'Back to the chat' }).click();
     await phone.context().close();
   });
 });

@@ -123,8 +123,9 @@ export function claudeBinary() {
   return bin;
 }
 
-// startStack builds and starts everything; it returns {url, tmp, stop}.
-export async function startStack() {
+// startStack builds and starts everything, major with extra flags; it
+// returns {url, tmp, stop}.
+export async function startStack(extra = []) {
   const tmp = mkdtempSync(path.join(tmpdir(), 'major-web-e2e-'));
   const procs = [];
   let stopped = false;
@@ -186,7 +187,7 @@ export async function startStack() {
     };
     const major = await daemon('major serve', path.join(bin, 'major'), [
       'serve', '--addr', '127.0.0.1:0', '--vault-root', vault, '--state-dir', path.join(tmp, 'state'),
-      '--auth-file', auth, '--claude', claude,
+      '--auth-file', auth, '--claude', claude, ...extra,
     ], { cwd: ROOT, env }, /"(?:message|msg)":"major is serving"/, 60000, path.join(tmp, 'major.log'));
     procs.push(major.proc);
     const line = major.match.input.split('\n').find((l) => l.includes('"major is serving"'));

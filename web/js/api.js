@@ -152,9 +152,54 @@ export class Api {
   }
 
   // eventsURL is the stream of a session after seq, only with the event
-  // types this client shows (the raw CLI events are large).
-  eventsURL(id, after) {
-    return this.base + this.session(id) + '/events?after=' + after + '&types=' + SHOWN_TYPES.join(',');
+  // types this client shows (the raw CLI events are large); page names this
+  // page and visible says whether it is seen, so the server knows whether
+  // the person is watching (see presence).
+  eventsURL(id, after, page, visible) {
+    let url = this.base + this.session(id) + '/events?after=' + after + '&types=' + SHOWN_TYPES.join(',');
+    if (page) url += '&page=' + encodeURIComponent(page) + '&visible=' + (visible ? 'true' : 'false');
+    return url;
+  }
+
+  // presence tells the server whether this page is visible; it is sent
+  // even while the page is being hidden or closed (keepalive).
+  presence(page, visible) {
+    return fetch(this.base + '/api/claude/presence', {
+      method: 'POST',
+      headers: { ...this.headers(), 'Content-Type': 'application/json' },
+      body: JSON.stringify({ page, visible }),
+      keepalive: true,
+      cache: 'no-store',
+    }).catch(() => {});
+  }
+
+  pushConfig() {
+    return this.request('GET', '/api/claude/push/config');
+  }
+
+  async devices() {
+    const data = await this.request('GET', '/api/claude/devices');
+    return (data && data.devices) || [];
+  }
+
+  addDevice(device) {
+    return this.request('POST', '/api/claude/devices', device);
+  }
+
+  removeDevice(id) {
+    return this.request('DELETE', '/api/claude/devices/' + encodeURIComponent(id));
+  }
+
+  notificationSettings() {
+    return this.request('GET', '/api/claude/notifications');
+  }
+
+  saveNotificationSettings(settings) {
+    return this.request('PUT', '/api/claude/notifications', settings);
+  }
+
+  testNotification() {
+    return this.request('POST', '/api/claude/notifications/test');
   }
 }
 

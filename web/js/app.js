@@ -1,5 +1,5 @@
-// The Major web client: sign-in, the list of chats, and the open chat
-// attached to its event stream.
+// The Major web client: sign-in, the list of chats, the open chat
+// attached to its event stream, and the notification settings.
 
 import { Api, ApiError } from './api.js';
 import { EventStream } from './stream.js';
@@ -7,6 +7,7 @@ import { ChatView, h } from './chat.js';
 import { TerminalView } from './terminal.js';
 import { Tray, NotesPanel, DiffDialog, attachedFiles } from './notes.js';
 import { DevicesView, pairingCode, redeemPairing } from './devices.js';
+import { Notifications, pageID, visible } from './notifications.js';
 
 const AUTH_KEY = 'major.auth';
 const SESSION_KEY = 'major.session';
@@ -64,7 +65,31 @@ const ui = {
   pairCode: $('pair-code'),
   pairError: $('pair-error'),
   openDevices: $('open-devices'),
+  openSettings: $('open-settings'),
 };
+
+const notifications = new Notifications({
+  view: $('settings-view'),
+  status: $('settings-status'),
+  deviceStatus: $('this-device-status'),
+  deviceOn: $('device-on'),
+  deviceOff: $('device-off'),
+  devices: $('push-devices'),
+  devicesEmpty: $('devices-empty'),
+  ntfyForm: $('ntfy-form'),
+  ntfyURL: $('ntfy-url'),
+  ntfyToken: $('ntfy-token'),
+  form: $('settings-form'),
+  events: $('events'),
+  quietOn: $('quiet-on'),
+  quietFrom: $('quiet-from'),
+  quietTo: $('quiet-to'),
+  quietTZ: $('quiet-tz'),
+  test: $('test-notification'),
+}, () => app.api, (id) => {
+  notifications.hide();
+  if (id !== app.current) openSession(id);
+});
 
 const app = {
   api: null,
@@ -123,6 +148,7 @@ function loadAuth() {
 function showSignin(message) {
   stopStream();
   clearInterval(app.poll);
+  notifications.hide();
   app.api = null;
   ui.app.hidden = true;
   ui.signin.hidden = false;
@@ -152,6 +178,7 @@ async function signIn(auth) {
   if (wanted && sessions.some((s) => s.id === wanted)) openSession(wanted);
   else closeSession();
   renderSessions();
+  notifications.start();
 }
 
 function signInError(err) {
@@ -297,7 +324,7 @@ function openSession(id) {
   if (decodeURIComponent(location.hash.slice(1)) !== id) history.replaceState(null, '', '#' + encodeURIComponent(id));
   const api = app.api;
   app.stream = new EventStream({
-    url: (after) => api.eventsURL(id, after),
+    url: (after) => api.eventsURL(id, after, pageID, visible()),
     headers: () => api.headers(),
     onEvent: (ev, info) => view.apply(ev, info),
     onState: (state) => {
@@ -638,6 +665,23 @@ ui.pairForm.addEventListener('submit', (e) => {
   if (ui.pairCode.value.trim()) pair(ui.pairCode.value.trim());
 });
 
+// ---- notifications: the settings page, and whether this page is seen ----
+
+ui.openSettings.addEventListener('click', () => notifications.show());
+$('close-settings').addEventListener('click', () => {
+  notifications.hide();
+  ui.message.focus();
+});
+
+// The server notifies only when no page of the person watches the chat:
+// this one says when it is hidden and seen again.
+document.addEventListener('visibilitychange', () => {
+  if (app.api && app.stream) app.api.presence(pageID, visible());
+});
+window.addEventListener('pagehide', () => {
+  if (app.api && app.stream) app.api.presence(pageID, false);
+});
+
 // ---- small screens: the chat list is a drawer ----
 
 function openDrawer() {
@@ -652,6 +696,14 @@ function closeDrawer() {
   ui.scrim.hidden = true;
 }
 
+// The drawer's own Devices, Notifications and Sign out do what the top
+// bar's do (which a phone's width leaves no room for).
+for (const b of ui.sidebar.querySelectorAll('[data-opens]')) {
+  b.addEventListener('click', () => {
+    closeDrawer();
+    $(b.dataset.opens).click();
+  });
+}
 ui.menu.addEventListener('click', () => (ui.app.classList.contains('drawer-open') ? closeDrawer() : openDrawer()));
 ui.scrim.addEventListener('click', closeDrawer);
 document.addEventListener('keydown', (e) => {
