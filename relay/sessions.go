@@ -1071,7 +1071,7 @@ func (r *Registry) Clear(id, person string) bool {
 	c.mu.Lock()
 	c.notify.Settled(c.Person, c.ID, "")
 	c.mu.Unlock()
-	c.waitDraftStop()
+	c.waitTurnStop()
 	c.stream.Close()
 	if c.elog != nil {
 		_ = c.elog.Close()
@@ -1216,7 +1216,7 @@ func (r *Registry) Close() {
 		go func() {
 			defer wg.Done()
 			_ = c.cli.Close()
-			c.waitDraftStop()
+			c.waitTurnStop()
 			c.stream.Close()
 			c.mu.Lock()
 			c.persistLocked()
