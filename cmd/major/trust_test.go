@@ -195,8 +195,8 @@ func TestSandboxNeverStopsOtherPersonsSyncs(t *testing.T) {
 }
 
 // Whatever the sandbox writes onto the CLI's output during a turn is kept
-// by the server as the session's cli events, in memory (and in the
-// session's log): nothing bounds how much. Lines of a megabyte each, as
+// by the server as the session's cli events, in memory and in the
+// session's log: nothing bounds how much. Lines of a megabyte each, as
 // many as the sandbox likes, grow the server's heap by as much, until
 // the server, with every person's sessions, runs out of memory. Not
 // parallel: it reads the heap of the whole test process.
@@ -215,6 +215,15 @@ func TestSandboxOutputNeverFillsTheServersMemory(t *testing.T) {
 	t.Logf("the server's heap grew by %d MiB after %d MiB written onto the CLI's output", grown>>20, lines*size>>20)
 	if grown > 32<<20 {
 		t.Errorf("the server keeps what the sandbox wrote onto the CLI's output: its heap grew by %d MiB for %d MiB written", grown>>20, lines*size>>20)
+	}
+	// The session's log keeps no more of it than memory does: written
+	// by the turn's end, which the answer came after.
+	st, err := os.Stat(filepath.Join(s.state, "sessions", id, "events.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > 16<<20 {
+		t.Errorf("the session's log holds %d MiB after %d MiB written onto the CLI's output", st.Size()>>20, lines*size>>20)
 	}
 }
 
