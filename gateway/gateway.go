@@ -84,8 +84,8 @@ type Config struct {
 	// BodyTimeout bounds how long a request's body may take to arrive
 	// once its headers are in; default DefaultBodyTimeout.
 	BodyTimeout time.Duration
-	Now    func() time.Time
-	Logger zerolog.Logger
+	Now         func() time.Time
+	Logger      zerolog.Logger
 }
 
 // Request is one model request as it ended.
@@ -142,10 +142,10 @@ type Gateway struct {
 	requests    map[tokenKey]int
 	bodyBytes   int64
 	personBytes map[string]int64
-	closed   bool
-	srv      *http.Server
-	served   chan struct{}
-	inflight sync.WaitGroup
+	closed      bool
+	srv         *http.Server
+	served      chan struct{}
+	inflight    sync.WaitGroup
 
 	closeOnce sync.Once
 }
