@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/http"
@@ -82,8 +81,11 @@ type Config struct {
 	// Prices replace or add to the built-in prices, by model name or
 	// catalog id (see Canonical).
 	Prices map[string]Price
-	Now    func() time.Time
-	Logger zerolog.Logger
+	// BodyTimeout bounds how long a request's body may take to arrive
+	// once its headers are in; default DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	Now         func() time.Time
+	Logger      zerolog.Logger
 }
 
 // Request is one model request as it ended.
@@ -107,6 +109,9 @@ type Request struct {
 	Duration time.Duration
 }
 
+// tokenKey is a session token's SHA-256, what the gateway keeps of it.
+type tokenKey = [sha256.Size]byte
+
 // grant is what a session token stands for.
 type grant struct {
 	person, session string
@@ -125,14 +130,22 @@ type Gateway struct {
 	stopCtx   context.Context
 	stop      context.CancelFunc
 
-	mu       sync.Mutex
-	grants   map[[sha256.Size]byte]grant // by the token's hash: never compared byte by byte
-	turns    map[grant]*turn             // budgeted sessions with a model request in flight or waiting
-	unknown  map[string]bool             // unknown models already logged
-	closed   bool
-	srv      *http.Server
-	served   chan struct{}
-	inflight sync.WaitGroup
+	bodyTimeout time.Duration
+
+	mu      sync.Mutex
+	grants  map[tokenKey]grant // by the token's hash: never compared byte by byte
+	turns   map[grant]*turn    // budgeted sessions with a model request in flight or waiting
+	unknown map[string]bool    // unknown models already logged
+	// requests counts each token's requests in the gateway; bodyBytes
+	// and personBytes are the bytes of request bodies held, in all and
+	// per person (see bodies.go).
+	requests    map[tokenKey]int
+	bodyBytes   int64
+	personBytes map[string]int64
+	closed      bool
+	srv         *http.Server
+	served      chan struct{}
+	inflight    sync.WaitGroup
 
 	closeOnce sync.Once
 }
@@ -154,8 +167,12 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With().Str("component", "gateway").Logger(), upstream: up,
-		transport: cfg.Transport, grants: map[[sha256.Size]byte]grant{}, turns: map[grant]*turn{}, unknown: map[string]bool{}}
+		transport: cfg.Transport, bodyTimeout: cfg.BodyTimeout, grants: map[tokenKey]grant{}, turns: map[grant]*turn{},
+		unknown: map[string]bool{}, requests: map[tokenKey]int{}, personBytes: map[string]int64{}}
 	if g.transport == nil {
 		g.transport, g.ownsTrans = http.DefaultTransport.(*http.Transport).Clone(), true
 	}
@@ -286,19 +303,20 @@ func (g *Gateway) enter() bool {
 }
 
 // grantOf finds the grant of the session token a request carries, as
-// x-api-key or as a bearer token.
-func (g *Gateway) grantOf(r *http.Request) (grant, bool) {
+// x-api-key or as a bearer token, and the token's key.
+func (g *Gateway) grantOf(r *http.Request) (grant, tokenKey, bool) {
 	token := r.Header.Get("x-api-key")
 	if token == "" {
 		token, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	}
 	if token == "" {
-		return grant{}, false
+		return grant{}, tokenKey{}, false
 	}
+	key := sha256.Sum256([]byte(token))
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	gr, ok := g.grants[sha256.Sum256([]byte(token))]
-	return gr, ok
+	gr, ok := g.grants[key]
+	return gr, key, ok
 }
 
 // route says whether the gateway forwards a request, and whether it is a
@@ -336,7 +354,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.inflight.Done()
-	gr, ok := g.grantOf(r)
+	gr, key, ok := g.grantOf(r)
 	if !ok {
 		g.log.Warn().Str("method", r.Method).Str("path", r.URL.Path).Msg("refused a request without a valid session token")
 		writeError(w, http.StatusUnauthorized, "authentication_error", "invalid session token: unknown, or its session ended")
@@ -349,22 +367,43 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", "the model gateway does not serve "+r.Method+" "+r.URL.Path)
 		return
 	}
+	leave, ok := g.enterRequest(key)
+	if !ok {
+		g.log.Warn().Str("person", gr.person).Str("session", gr.session).Int("limit", maxRequestsPerToken).
+			Msg("refused a request: its token has as many in the gateway as it may")
+		w.Header().Set("Connection", "close")
+		w.Header().Set("x-should-retry", "true")
+		writeError(w, http.StatusTooManyRequests, "rate_limit_error",
+			fmt.Sprintf("this session has %d requests at the model gateway already; try again shortly", maxRequestsPerToken))
+		return
+	}
+	defer leave()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(g.stopCtx, cancel)()
 
-	fw := &forwarding{}
+	// A body is read whole before anything else (a model request may
+	// wait for its turn, and is refused if its budget is spent), and sent
+	// upstream from memory.
 	var modelName string
-	if model {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
-		switch {
-		case err != nil:
-			writeError(w, http.StatusBadRequest, "invalid_request_error", "the request body could not be read")
-			return
-		case len(body) > maxRequestBody:
-			writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "the request is larger than 32 MB")
+	if r.ContentLength != 0 {
+		held, err := g.readBody(w, r, gr.person)
+		if err != nil {
+			g.bodyError(w, gr, err)
 			return
 		}
+		defer held.free()
+		if model {
+			modelName = modelOf(held.b)
+		}
+		r.Body, _ = held.reader()
+		r.ContentLength, r.TransferEncoding = int64(len(held.b)), nil
+		// The transport may resend a request that never left (a kept-alive
+		// connection the upstream had closed); the same bytes again.
+		r.GetBody = held.reader
+	}
+	fw := &forwarding{}
+	if model {
 		// Waits after the body is read: from then on the server sees the
 		// CLI go away, and the wait ends with it.
 		if g.cfg.Budgeted != nil && g.cfg.Budgeted(gr.person, gr.session) {
@@ -382,12 +421,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		modelName = modelOf(body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength, r.TransferEncoding = int64(len(body)), nil
-		// The transport may resend a request that never left (a kept-alive
-		// connection the upstream had closed); the same bytes again.
-		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		fw.m = &meter{}
 	}
 	auth, err := g.auth.authorize(ctx)

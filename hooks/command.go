@@ -45,9 +45,6 @@ const (
 	TokenEnv  = "HOOK_TOKEN"
 )
 
-// maxHookInput bounds one hook input (a Write's whole content is in it).
-const maxHookInput = 64 << 20
-
 // CommandSettings is the CLI settings file (for --settings) that runs
 // command, plus the callback id as its last argument, for every hook in
 // matchers, and for Stop with CallbackTurnEnd.
@@ -99,7 +96,10 @@ type CommandConfig struct {
 	// TurnEnd ends the caller's turn: leases released, changes committed;
 	// a status it returns is shown to the session's clients.
 	TurnEnd func(ctx context.Context, person, sessionID string) string
-	Logger  zerolog.Logger
+	// InputTimeout bounds how long a hook input may take to arrive once
+	// its headers are in; default DefaultInputTimeout.
+	InputTimeout time.Duration
+	Logger       zerolog.Logger
 }
 
 // Commands serves the hook commands of the terminals on a unix socket:
@@ -114,6 +114,7 @@ type Commands struct {
 
 	mu      sync.Mutex
 	callers map[string]Caller
+	inputs  inputs
 }
 
 // ListenCommands starts serving hook commands on cfg.Socket (mode 0600;
@@ -131,7 +132,11 @@ func ListenCommands(cfg CommandConfig) (*Commands, error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("hook socket: %w", err)
 	}
-	s := &Commands{cfg: cfg, log: cfg.Logger.With().Str("component", "hook-commands").Logger(), ln: ln, callers: map[string]Caller{}}
+	if cfg.InputTimeout <= 0 {
+		cfg.InputTimeout = DefaultInputTimeout
+	}
+	s := &Commands{cfg: cfg, log: cfg.Logger.With().Str("component", "hook-commands").Logger(), ln: ln, callers: map[string]Caller{},
+		inputs: inputs{count: map[string]int{}, bytes: map[string]int64{}}}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
 	s.wg.Add(1)
 	go func() {
@@ -190,11 +195,20 @@ func (s *Commands) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown terminal", http.StatusUnauthorized)
 		return
 	}
-	input, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHookInput))
-	if err != nil {
-		http.Error(w, "hook input too large", http.StatusRequestEntityTooLarge)
+	leave, ok := s.enter(token)
+	if !ok {
+		s.log.Warn().Str("session", c.ID()).Int("limit", maxInputsPerTerminal).Msg("refused a hook input: the terminal has as many in as it may")
+		w.Header().Set("Connection", "close")
+		http.Error(w, "too many hook inputs of this terminal at once", http.StatusTooManyRequests)
 		return
 	}
+	defer leave()
+	input, give, err := s.readInput(w, r, token)
+	if err != nil {
+		s.inputError(w, c, err)
+		return
+	}
+	defer give()
 	var in supervisor.HookInput
 	_ = json.Unmarshal(input, &in)
 	if seer, ok := c.(SessionSeer); ok && in.SessionID != "" {
@@ -248,9 +262,12 @@ func askServer(ctx context.Context, id string, getenv func(string) string, stdin
 	if socket == "" || token == "" {
 		return nil, fmt.Errorf("%s and %s are not set", SocketEnv, TokenEnv)
 	}
-	input, err := io.ReadAll(io.LimitReader(stdin, maxHookInput))
+	input, err := io.ReadAll(io.LimitReader(stdin, maxHookInput+1))
 	if err != nil {
 		return nil, fmt.Errorf("read hook input: %w", err)
+	}
+	if len(input) > maxHookInput {
+		return nil, errInputTooLarge
 	}
 	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

@@ -130,8 +130,9 @@ type drafts struct {
 	// ended; nothing more runs in it.
 	stopping bool
 	// interrupted is closed once the interrupt that ends a draft's turn
-	// was answered (nil: none was sent). The next turn starts after it,
-	// so the interrupt can never reach that one.
+	// (or one whose output passed its bound) was answered (nil: none was
+	// sent). The next turn starts after it, so the interrupt can never
+	// reach that one.
 	interrupted chan struct{}
 	// view is what the turn being published shows of the model (only
 	// under Session.mu, in applyLocked).
@@ -306,24 +307,29 @@ func (c *Session) draftStopping() bool {
 	return c.drafts.stopping
 }
 
-// stopForDraftLocked interrupts the CLI's turn that showed a draft, now that
-// the conversation holds what the model was told about it. c.mu and
+// stopTurnLocked interrupts the CLI's running turn, in the background:
+// one that showed a draft, now that the conversation holds what the model
+// was told about it, or one whose output passed its bound (bounds.go).
+// Nothing is sent while an interrupt is still on its way. c.mu and
 // c.drafts.mu are held.
-func (c *Session) stopForDraftLocked() {
+func (c *Session) stopTurnLocked(why string) {
+	if ch := c.drafts.interrupted; ch != nil && !isClosed(ch) {
+		return
+	}
 	done := make(chan struct{})
 	c.drafts.interrupted = done
 	go func() {
 		defer close(done)
 		// The CLI answers an interrupt or is killed within its grace.
 		if err := c.cli.Interrupt(context.Background()); err != nil && !errors.Is(err, supervisor.ErrNotRunning) {
-			c.log.Warn().Err(err).Msg("interrupt after a draft was shown")
+			c.log.Warn().Err(err).Msg("interrupt " + why)
 		}
 	}()
 }
 
-// waitDraftStop waits until the interrupt that ended a draft's turn was
-// answered: a turn sent after it starts only then.
-func (c *Session) waitDraftStop() {
+// waitTurnStop waits until the interrupt that ended a turn (stopTurnLocked)
+// was answered: a turn sent after it starts only then.
+func (c *Session) waitTurnStop() {
 	c.drafts.mu.Lock()
 	ch := c.drafts.interrupted
 	c.drafts.mu.Unlock()
@@ -360,7 +366,7 @@ func (c *Session) draftHookLocked(ev supervisor.Event) {
 		for _, id := range toolResults(ev.Msg) {
 			if sd := c.drafts.shown[id]; sd != nil && !sd.stopped {
 				sd.stopped = true
-				c.stopForDraftLocked()
+				c.stopTurnLocked("after a draft was shown")
 			}
 		}
 	case supervisor.EventTurnEnd:

@@ -177,22 +177,34 @@ func compactRecords(upTo int) sessionstore.Keep {
 	}
 }
 
-// compactIfDueLocked queues the compaction of the session's log when the policy
-// above says so: the log writer does it from the file, and the next tidy
-// drops the same events from memory. c.mu is held; nothing waits on the
-// disk or goes through the events here.
+// compactIfDueLocked queues the compaction of the session's log when the
+// policy above says so, or when the session's cli events leave less than
+// a turn's room (bounds.go: then only the last turn's are kept): the log
+// writer does it from the file, and the next tidy drops the same events
+// from memory. One asked for while another is under way is queued at the
+// next call. c.mu is held; nothing waits on the disk or goes through the
+// events here.
 func (c *Session) compactIfDueLocked() {
+	last := c.stream.lastTurn()
+	if c.stream.cliOver() && last > 1 {
+		c.stream.trimUpTo(last - 1)
+	}
+	if c.elog == nil {
+		// Memory is all there is: the next tidy.
+		return
+	}
 	size := c.elog.Bytes()
-	last, pending := c.elog.Compacted()
-	if pending || size <= c.maxLog || size <= 2*last {
+	compacted, pending := c.elog.Compacted()
+	if pending {
 		return
 	}
-	upTo := c.stream.lastTurn() - DefaultKeepCLITurns
-	if upTo < 1 {
-		return
+	if size > c.maxLog && size > 2*compacted && last > DefaultKeepCLITurns {
+		c.stream.trimUpTo(last - DefaultKeepCLITurns)
 	}
-	c.elog.Compact(compactRecords(upTo))
-	c.stream.trimUpTo(upTo)
+	if upTo := c.stream.trimUpTo(0); upTo > c.compactedTo {
+		c.compactedTo = upTo
+		c.elog.Compact(compactRecords(upTo))
+	}
 }
 
 // An idle session's events leave memory: its stream keeps its seq and

@@ -524,8 +524,9 @@ func (r *Registry) dispatch(c *Session, t *Ticket) {
 	r.endMu.Unlock()
 	go func() {
 		defer r.starts.Done()
-		// An interrupt that ends a draft's turn must not reach this one.
-		c.waitDraftStop()
+		// An interrupt that ends a turn (a draft's, or one whose output
+		// passed its bound) must not reach this one.
+		c.waitTurnStop()
 		for t != nil {
 			t = c.sent(t, r.sendTicket(c.ctx, c, t))
 		}

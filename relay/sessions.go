@@ -331,6 +331,12 @@ type Session struct {
 	// the turn the CLI was running when it asked (ask.turn).
 	cliTurn              cliTurn
 	cliTurns, endedTurns int
+	// shownTurns counts the turn starts published; cutTurn is the
+	// stream's turn whose output passed its bound (bounds.go), 0: none.
+	shownTurns, cutTurn int
+	// compactedTo is the turn up to which the log's cli events were
+	// last asked to go (compactIfDueLocked).
+	compactedTo int
 
 	drafts drafts
 	// notify hears of what may need the person (never nil).
@@ -459,6 +465,11 @@ func (c *Session) finishTurn(end supervisor.Event, hook func() turnEnding) {
 
 // applyLocked publishes one supervisor event. c.mu is held.
 func (c *Session) applyLocked(ev supervisor.Event) {
+	if ev.Kind == supervisor.EventCLI && (c.wasCutLocked() || c.stream.turnFull()) {
+		// The turn's output passed its bound: the rest of it is dropped.
+		c.cutLocked()
+		return
+	}
 	var took time.Duration
 	var failed bool
 	if ev.Kind == supervisor.EventTurnEnd {
@@ -500,7 +511,16 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 			te := c.turnEndedLocked(o.Body)
 			ended = &te
 		}
-		e := c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
+		var e *Event
+		if ev.Kind == supervisor.EventCLI {
+			var full bool
+			if e, full = c.stream.publishOutput(o.Body); full {
+				c.cutLocked()
+				break
+			}
+		} else {
+			e = c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
+		}
 		if e != nil {
 			c.observeLocked(e, o.Body)
 			if ended != nil {
@@ -524,6 +544,7 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 	c.steerSees(ev, published)
 	switch ev.Kind {
 	case supervisor.EventTurnStart:
+		c.shownTurns++
 		c.startTicketLocked(started, ev.Text, ev.Time)
 	case supervisor.EventTurnEnd:
 		c.endTicketLocked(ev.Time)
@@ -707,10 +728,9 @@ func historyAnswer(text string, ev *Event, body clientevent.Body) string {
 // persistLocked queues the index entry and, for a log grown too big, its
 // compaction, for the log writer. c.mu is held; the disk is not touched.
 func (c *Session) persistLocked() {
-	if c.elog == nil {
-		return
+	if c.elog != nil {
+		c.elog.SaveIndex(c.metaLocked())
 	}
-	c.elog.SaveIndex(c.metaLocked())
 	c.compactIfDueLocked()
 }
 
@@ -1071,7 +1091,7 @@ func (r *Registry) Clear(id, person string) bool {
 	c.mu.Lock()
 	c.notify.Settled(c.Person, c.ID, "")
 	c.mu.Unlock()
-	c.waitDraftStop()
+	c.waitTurnStop()
 	c.stream.Close()
 	if c.elog != nil {
 		_ = c.elog.Close()
@@ -1216,7 +1236,7 @@ func (r *Registry) Close() {
 		go func() {
 			defer wg.Done()
 			_ = c.cli.Close()
-			c.waitDraftStop()
+			c.waitTurnStop()
 			c.stream.Close()
 			c.mu.Lock()
 			c.persistLocked()

@@ -96,6 +96,14 @@ type Stream struct {
 	// dropped them from disk); those up to trimmed went already.
 	tidied            int64
 	trimTurn, trimmed int
+	// limits bound what the CLI's output keeps (bounds.go): tally is
+	// what the last turn holds, cliBytes the bytes of the cli events
+	// not trimmed, in memory or on disk only, and cliTurns the same per
+	// turn.
+	limits   outputLimits
+	tally    turnTally
+	cliBytes int64
+	cliTurns map[int]int64
 }
 
 // NewStream returns an empty stream; onNew (may be nil) sees every event as
@@ -103,7 +111,7 @@ type Stream struct {
 func NewStream(onNew func(*Event)) *Stream {
 	// Made is a use: the first sweep leaves a new stream alone (a fork's
 	// copied events are queued for its log just after it is made).
-	return &Stream{onNew: onNew, uses: 1}
+	return &Stream{onNew: onNew, uses: 1, limits: defaultLimits}
 }
 
 // restore loads persisted events; only before the stream is used.
@@ -123,6 +131,7 @@ func (s *Stream) restore(events []*Event) {
 		}
 		s.base = events[0].firstSeq() - 1
 	}
+	s.tallyLocked(events)
 }
 
 // TurnOpen reports whether the last turn has not ended yet.
@@ -142,22 +151,37 @@ func (s *Stream) Seq() int64 {
 // publish appends one event of type typ whose JSON body (starting with
 // {"type":...) is body; beginTurn starts a new turn first.
 func (s *Stream) publish(typ string, body []byte, beginTurn, terminal bool) *Event {
+	ev, _ := s.publishAs(typ, body, beginTurn, terminal, false)
+	return ev
+}
+
+// publishAs is publish; output marks an event made of the CLI's output,
+// kept only within the bounds (boundLocked): full says one was not kept
+// for the turn's bound.
+func (s *Stream) publishAs(typ string, body []byte, beginTurn, terminal, output bool) (ev *Event, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil
+		return nil, false
+	}
+	if output {
+		if body, full = s.boundLocked(typ, body); body == nil || full {
+			return nil, full
+		}
 	}
 	if beginTurn {
 		s.turn++
 		s.open = true
+		s.tally = turnTally{}
 	}
 	if terminal {
 		s.open = false
 	}
 	s.seq++
 	s.uses++
-	ev := newEvent(s.seq, s.turn, typ, body, terminal)
+	ev = newEvent(s.seq, s.turn, typ, body, terminal)
 	s.events = append(s.events, ev)
+	s.countLocked(ev)
 	if s.onNew != nil {
 		s.onNew(ev)
 	}
@@ -178,13 +202,26 @@ func (s *Stream) publish(typ string, body []byte, beginTurn, terminal bool) *Eve
 			s.onDrop()
 		}
 	}
-	return ev
+	return ev, false
 }
 
 // publishJSON marshals v (a struct whose first field is Type) and publishes it.
 func (s *Stream) publishJSON(v clientevent.Body, beginTurn, terminal bool) *Event {
+	ev, _ := s.encodeAs(v, beginTurn, terminal, false)
+	return ev
+}
+
+// publishOutput publishes v, an event made of the CLI's output, within
+// the bounds on what that keeps (bounds.go); full says v would have taken
+// the turn past its bound, and was not kept.
+func (s *Stream) publishOutput(v clientevent.Body) (ev *Event, full bool) {
+	return s.encodeAs(v, false, false, true)
+}
+
+// encodeAs encodes v, redacts it and publishes it (publishAs).
+func (s *Stream) encodeAs(v clientevent.Body, beginTurn, terminal, output bool) (*Event, bool) {
 	e := encoders.Get().(*encoder)
-	defer encoders.Put(e)
+	defer e.release()
 	var body []byte
 	if c, ok := v.(clientevent.CLI); ok && len(c.Event) > 0 {
 		e.buf.Reset()
@@ -204,7 +241,7 @@ func (s *Stream) publishJSON(v clientevent.Body, beginTurn, terminal bool) *Even
 	if v.EventType() == "text" {
 		body = bytes.Clone(body)
 	}
-	return s.publish(v.EventType(), body, beginTurn, terminal)
+	return s.publishAs(v.EventType(), body, beginTurn, terminal, output)
 }
 
 // encoder is a JSON encoder with its buffer, kept for the next event.
@@ -219,6 +256,18 @@ var encoders = sync.Pool{New: func() any {
 	e.enc.SetEscapeHTML(false)
 	return e
 }}
+
+// maxPooledBuffer bounds the buffer an encoder keeps for the next event:
+// one that held a huge event goes, rather than stay in the pool.
+const maxPooledBuffer = 1 << 20
+
+// release puts e back in the pool, unless its buffer grew past
+// maxPooledBuffer.
+func (e *encoder) release() {
+	if e.buf.Cap() <= maxPooledBuffer {
+		encoders.Put(e)
+	}
+}
 
 // encode marshals v without escaping <, > and &, so text reads as the
 // model wrote it; the bytes are valid until the next encode.
@@ -388,6 +437,7 @@ func (s *Stream) loadCold() {
 		events = append(events, s.events...)
 	}
 	s.events, s.cold = events, false
+	s.tallyLocked(events)
 	s.uses++
 	if end > 0 {
 		s.tidied = max(s.tidied, disk[end-1].Seq)
@@ -442,11 +492,13 @@ func (s *Stream) lastTurn() int {
 }
 
 // trimUpTo has the next tidy drop the cli events of turns up to turn
-// from memory (a compaction drops them from disk).
-func (s *Stream) trimUpTo(turn int) {
+// from memory (a compaction drops them from disk). It returns the turn up
+// to which they go, this one or an earlier call's.
+func (s *Stream) trimUpTo(turn int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.trimTurn = max(s.trimTurn, turn)
+	return s.trimTurn
 }
 
 // tidy coalesces the text deltas of the turns that finished since the
@@ -479,6 +531,7 @@ func (s *Stream) tidy() {
 	if end > 0 {
 		s.tidied = max(s.tidied, events[end-1].Seq)
 	}
+	s.trimmedLocked(trim)
 	s.trimmed = trim
 }
 
@@ -642,7 +695,7 @@ func joinTexts(texts []*Event, redact *clientevent.Redactor) *Event {
 // makes it.
 func textEvent(seq int64, turn int, text string) *Event {
 	e := encoders.Get().(*encoder)
-	defer encoders.Put(e)
+	defer e.release()
 	body, err := e.encode(clientevent.Text{Type: "text", Delta: text})
 	if err != nil {
 		body = []byte(`{"type":"text","delta":""}`)

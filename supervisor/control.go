@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/rs/zerolog"
 )
 
 // Handlers answer the control requests the CLI sends. A nil field means
 // nobody handles that subtype: the CLI gets an error response, never silence.
 // Each request runs in its own goroutine with a context that is cancelled
-// when the CLI cancels the request or the process exits.
+// when the CLI cancels the request or the process exits; at most
+// MaxControlRequests of one process run at once.
 type Handlers struct {
 	CanUseTool   func(ctx context.Context, req *ControlRequest) (PermissionResult, error)
 	HookCallback func(ctx context.Context, req *ControlRequest) (json.RawMessage, error)
@@ -60,11 +63,20 @@ func (e *ControlError) Error() string {
 // the CLI process was gone.
 var ErrProcessExited = errors.New("claude process exited")
 
+// MaxControlRequests bounds the control requests of one process being
+// answered at once. The CLI asks one per tool call (its permission, its
+// hooks) and per call of an SDK MCP tool, a few at once even with
+// subagents running side by side, and a permission may wait for the
+// person; anything in the sandbox can write requests onto the CLI's
+// output too, so one more is answered with an error at once.
+const MaxControlRequests = 64
+
 // router matches our outgoing control requests to the CLI's responses and
 // dispatches the CLI's requests to Handlers.
 type router struct {
 	handlers Handlers
 	write    func(v any) error
+	log      zerolog.Logger
 
 	mu       sync.Mutex
 	next     int
@@ -74,12 +86,16 @@ type router struct {
 	wg       sync.WaitGroup
 	base     context.Context
 	stop     context.CancelFunc
+	// running counts the requests being answered (inflight has one entry
+	// per id, and nothing makes the CLI's ids unique); refused those
+	// answered with an error for being past MaxControlRequests.
+	running, refused int
 }
 
-func newRouter(h Handlers, write func(v any) error) *router {
+func newRouter(h Handlers, write func(v any) error, log zerolog.Logger) *router {
 	base, stop := context.WithCancel(context.Background())
 	return &router{
-		handlers: h, write: write, base: base, stop: stop,
+		handlers: h, write: write, log: log, base: base, stop: stop,
 		pending:  make(map[string]chan *ControlResponse),
 		inflight: make(map[string]context.CancelFunc),
 	}
@@ -152,15 +168,34 @@ func (r *router) cancel(requestID string) {
 	}
 }
 
-// dispatch answers one control request from the CLI, in its own goroutine.
+// errTooManyRequests answers a control request past MaxControlRequests.
+var errTooManyRequests = fmt.Errorf("more than %d control requests at once", MaxControlRequests)
+
+// dispatch answers one control request from the CLI, in its own goroutine;
+// one past MaxControlRequests is answered with an error at once, by the
+// caller (the process's reader: its output waits meanwhile).
 func (r *router) dispatch(id string, req *ControlRequest) {
 	r.mu.Lock()
 	if r.closed != nil {
 		r.mu.Unlock()
 		return
 	}
+	if r.running >= MaxControlRequests {
+		r.refused++
+		n := r.refused
+		r.mu.Unlock()
+		// The first, then one in 1,024: a flood of them is not a flood of
+		// the log too.
+		if n%1024 == 1 {
+			r.log.Warn().Int("refused", n).Int("limit", MaxControlRequests).Str("subtype", subtypeOf(req)).
+				Msg("refused a control request from the CLI's output: too many at once")
+		}
+		_ = r.write(controlAnswer(id, nil, errTooManyRequests))
+		return
+	}
 	ctx, cancel := context.WithCancel(r.base)
 	r.inflight[id] = cancel
+	r.running++
 	r.wg.Add(1)
 	r.mu.Unlock()
 	go func() {
@@ -168,6 +203,7 @@ func (r *router) dispatch(id string, req *ControlRequest) {
 		defer func() {
 			r.mu.Lock()
 			delete(r.inflight, id)
+			r.running--
 			r.mu.Unlock()
 			cancel()
 		}()
@@ -201,6 +237,14 @@ func (r *router) handle(ctx context.Context, req *ControlRequest) (any, error) {
 	default:
 		return nil, fmt.Errorf("unsupported control request subtype %q", req.Subtype)
 	}
+}
+
+// subtypeOf is req's subtype, for the log.
+func subtypeOf(req *ControlRequest) string {
+	if req == nil {
+		return ""
+	}
+	return req.Subtype
 }
 
 func controlAnswer(id string, resp any, err error) map[string]any {

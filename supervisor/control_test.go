@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -307,5 +309,72 @@ func TestCleanEnv(t *testing.T) {
 				t.Fatalf("clean env\n got %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// Anything in the sandbox can write control requests onto the CLI's
+// output, each of which would get a goroutine of the server's: at most
+// MaxControlRequests of one process are answered at once (however their
+// ids repeat), one more gets an error at once, and a slot freed serves
+// the next.
+func TestControlRequestsBoundedPerProcess(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	calls := 0
+	h := Handlers{CanUseTool: func(ctx context.Context, req *ControlRequest) (PermissionResult, error) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n <= MaxControlRequests {
+			<-release
+		}
+		return PermissionResult{Message: "no"}, nil
+	}}
+	request := func(id string) string {
+		return `echo '{"type":"control_request","request_id":"` + id + `","request":{"subtype":"can_use_tool","tool_name":"Write","input":{}}}'` + "\n"
+	}
+	_, col := script(t, `for i in $(seq `+strconv.Itoa(MaxControlRequests)+`); do `+strings.TrimSpace(request("same"))+`; done
+`+request("over")+echoBack+`for i in $(seq `+strconv.Itoa(MaxControlRequests)+`); do read -r line; done
+`+request("after")+echoBack, h)
+	// The refusal is the first answer: the others wait for release.
+	deadline := time.Now().Add(10 * time.Second)
+	for !answered(col.all(), "over") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	col.wait(t)
+	msgs := col.all()
+	if a := answerOf(t, msgs, "over"); a["subtype"] != "error" || !strings.Contains(fmt.Sprint(a["error"]), "at once") {
+		t.Errorf("the request past the bound answered %v", a)
+	}
+	if a := answerOf(t, msgs, "after"); a["subtype"] != "success" {
+		t.Errorf("the request after the others ended answered %v", a)
+	}
+	if calls != MaxControlRequests+1 {
+		t.Errorf("%d requests handled, want %d", calls, MaxControlRequests+1)
+	}
+}
+
+// answered reports whether msgs hold the echo of an answer to id.
+func answered(msgs []*Message, id string) bool {
+	for _, m := range msgs {
+		if m.Type == "echo" && strings.Contains(string(m.Raw), `"request_id":"`+id+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// A line longer than any the CLI writes (anything in the sandbox can write
+// onto its output) is skipped as it is read, not kept; the next line is
+// read as usual.
+func TestLinePastTheLimitIsSkipped(t *testing.T) {
+	_, col := script(t, `{ printf '{"type":"system","subtype":"long","pad":"'; head -c `+strconv.Itoa(DefaultMaxLine)+` /dev/zero | tr '\0' a; printf '"}\n'; }
+echo '{"type":"system","subtype":"after"}'`, Handlers{})
+	col.wait(t)
+	msgs := col.all()
+	if len(msgs) != 1 || msgs[0].Subtype != "after" {
+		t.Fatalf("got %d messages, want only the one after the long line", len(msgs))
 	}
 }

@@ -9,9 +9,13 @@ import (
 )
 
 // DefaultMaxLine is the longest line a Framer returns by default. The CLI
-// puts a whole tool result or assistant message on one line, so lines of
-// tens of megabytes are normal; the cap only protects memory from a runaway.
-const DefaultMaxLine = 512 << 20
+// puts a whole message on one line, and each of its messages is part of
+// one model request or answer: the API takes at most 32 MB a request, the
+// CLI cuts a tool's text result down (a long one goes to a file) and
+// scales an image to the API's 5 MB, and a PDF read whole is at most
+// 20 MB (27 MB of base64). Anything in the sandbox can write onto the
+// CLI's output too, so a line past this is skipped, not kept.
+const DefaultMaxLine = 64 << 20
 
 // ErrLineTooLong is returned (wrapped) for a line over the Framer's limit; the
 // line is skipped and the next call reads the line after it.

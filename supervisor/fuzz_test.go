@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/rs/zerolog"
 )
 
 // transcriptMessages are the messages of the recorded CLI session, both
@@ -360,7 +362,7 @@ func FuzzControlRequest(f *testing.F) {
 				}
 				return msg, nil
 			},
-		}, func(v any) error { written = append(written, v); return nil })
+		}, func(v any) error { written = append(written, v); return nil }, zerolog.Nop())
 		resp, herr := r.handle(context.Background(), &req)
 		answer := controlAnswer("fuzz", resp, herr)
 		b, err := json.Marshal(answer)

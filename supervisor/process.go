@@ -31,7 +31,9 @@ type ProcessConfig struct {
 	// gone; err says why (nil for a clean exit after Close).
 	OnExit func(err error)
 	// Grace bounds each step of Close (stdin closed, SIGTERM); default 3s.
-	Grace    time.Duration
+	Grace time.Duration
+	// MaxLine bounds one line of the CLI's output (a longer one is
+	// skipped); default DefaultMaxLine.
 	MaxLine  int
 	TailSize int // bytes of stderr kept for diagnostics; default 8 KiB
 	Logger   zerolog.Logger
@@ -86,7 +88,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	p.router = newRouter(cfg.Handlers, p.writeJSON)
+	p.router = newRouter(cfg.Handlers, p.writeJSON, cfg.Logger)
 	cfg.Logger.Debug().Int("pid", cmd.Process.Pid).Str("dir", cfg.Dir).Msg("claude started")
 
 	readDone := make(chan struct{})
