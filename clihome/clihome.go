@@ -23,11 +23,13 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/personstate"
 )
 
-// Home is person's CLI home under stateDir.
+// Home is person's CLI home under stateDir, in their folder.
 func Home(stateDir, person string) string {
-	return filepath.Join(stateDir, "persons", person, "home")
+	return personstate.File(stateDir, person, personstate.HomeDir)
 }
 
 // ConfigDir is the CLI's configuration directory in home

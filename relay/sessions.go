@@ -242,7 +242,7 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 		return nil, fmt.Errorf("load sessions: %w", err)
 	}
 	for _, l := range expire(cfg.Store, s.log, loaded, cfg.TTL, cfg.Now()) {
-		l.events = readEvents(cfg.Store, s.log, l.meta.ID, s.redactor(l.meta.Person))
+		l.events = readEvents(cfg.Store, s.log, l.meta.Person, l.meta.ID, s.redactor(l.meta.Person))
 		if err := s.restore(l); err != nil {
 			s.log.Warn().Err(err).Str("session", l.meta.ID).Msg("could not restore session")
 		}
@@ -885,8 +885,8 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		// The first index entry is saved before the session is used (a
 		// new session is not yet anyone's hot path); later ones are
 		// queued for the log writer.
-		if c.elog, err = r.cfg.Store.Open(m.ID); err == nil {
-			err = r.cfg.Store.SaveIndex(m.ID, m)
+		if c.elog, err = r.cfg.Store.Open(m.Person, m.ID); err == nil {
+			err = r.cfg.Store.SaveIndex(m.Person, m.ID, m)
 		}
 	}
 	var onNew func(*Event)
@@ -1077,7 +1077,7 @@ func (r *Registry) Clear(id, person string) bool {
 		_ = c.elog.Close()
 	}
 	if c.store != nil {
-		if err := c.store.Remove(id); err != nil {
+		if err := c.store.Remove(c.Person, id); err != nil {
 			r.log.Warn().Err(err).Str("session", id).Msg("remove session state")
 		}
 	}

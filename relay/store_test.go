@@ -15,12 +15,12 @@ import (
 	"github.com/majorhq/major/supervisor"
 )
 
-func writeLog(tb testing.TB, st *sessionstore.Store, id string, n int) ([]*Event, string) {
+func writeLog(tb testing.TB, st *sessionstore.Store, person, id string, n int) ([]*Event, string) {
 	tb.Helper()
-	if err := st.SaveIndex(id, meta{ID: id, Person: "sebastian", Created: time.Now(), LastActivity: time.Now()}); err != nil {
+	if err := st.SaveIndex(person, id, meta{ID: id, Person: person, Created: time.Now(), LastActivity: time.Now()}); err != nil {
 		tb.Fatal(err)
 	}
-	l, err := st.Open(id)
+	l, err := st.Open(person, id)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func writeLog(tb testing.TB, st *sessionstore.Store, id string, n int) ([]*Event
 	if err := l.Close(); err != nil {
 		tb.Fatal(err)
 	}
-	return evs, filepath.Join(st.SessionDir(id), "events.ndjson")
+	return evs, filepath.Join(st.SessionDir(person, id), "events.ndjson")
 }
 
 // Events go to the log and come back the same, their compat lines too.
@@ -48,7 +48,7 @@ func TestEventsRoundTripThroughTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, path := writeLog(t, st, "s1", 12)
+	evs, path := writeLog(t, st, "sebastian", "s1", 12)
 	recs, err := st.ReadLog(path)
 	if err != nil || len(recs) != len(evs) {
 		t.Fatalf("read %d records, %v", len(recs), err)
@@ -64,32 +64,36 @@ func TestEventsRoundTripThroughTheStore(t *testing.T) {
 
 func TestStoreLoadExpireAndCompact(t *testing.T) {
 	st, _ := sessionstore.New(t.TempDir(), zerolog.Nop())
-	writeLog(t, st, "fresh", 4)
-	writeLog(t, st, "old", 4)
+	writeLog(t, st, "sebastian", "fresh", 4)
+	writeLog(t, st, "petra", "old", 4)
 	old := meta{ID: "old", Person: "petra", Created: time.Now().Add(-72 * time.Hour), LastActivity: time.Now().Add(-48 * time.Hour)}
-	if err := st.SaveIndex(old.ID, old); err != nil {
+	if err := st.SaveIndex("petra", old.ID, old); err != nil {
 		t.Fatal(err)
 	}
-	_ = os.MkdirAll(st.SessionDir("broken"), 0o700) // no index entry
-	// An index entry that is not a session's: another id, no valid person.
-	if err := st.SaveIndex("stray", meta{ID: "other", Person: "sebastian"}); err != nil {
+	_ = os.MkdirAll(st.SessionDir("sebastian", "broken"), 0o700) // no index entry
+	// An index entry that is not a session's: another id, no valid
+	// person, another person than the folder's.
+	if err := st.SaveIndex("sebastian", "stray", meta{ID: "other", Person: "sebastian"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SaveIndex("nobody", meta{ID: "nobody", Person: "../x"}); err != nil {
+	if err := st.SaveIndex("sebastian", "nobody", meta{ID: "nobody", Person: "../x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveIndex("sebastian", "petras", meta{ID: "petras", Person: "petra"}); err != nil {
 		t.Fatal(err)
 	}
 	loaded, err := loadSessions(st, zerolog.Nop())
 	if err != nil || len(loaded) != 2 {
 		t.Fatalf("load: %d sessions, %v", len(loaded), err)
 	}
-	if n := len(readEvents(st, zerolog.Nop(), "fresh", nil)) + len(readEvents(st, zerolog.Nop(), "old", nil)); n != 8 {
+	if n := len(readEvents(st, zerolog.Nop(), "sebastian", "fresh", nil)) + len(readEvents(st, zerolog.Nop(), "petra", "old", nil)); n != 8 {
 		t.Fatalf("read %d events, want 8", n)
 	}
 	kept := expire(st, zerolog.Nop(), loaded, 24*time.Hour, time.Now())
 	if len(kept) != 1 || kept[0].meta.ID != "fresh" {
 		t.Fatalf("expire kept %v", kept)
 	}
-	if _, err := os.Stat(st.SessionDir("old")); !os.IsNotExist(err) {
+	if _, err := os.Stat(st.SessionDir("petra", "old")); !os.IsNotExist(err) {
 		t.Fatal("expired session's files remain")
 	}
 
@@ -147,7 +151,7 @@ func TestSessionsExpire(t *testing.T) {
 	if _, err := s.Get(old.ID, "sebastian"); err == nil {
 		t.Fatal("old session still there")
 	}
-	if _, err := os.Stat(st.SessionDir(old.ID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(st.SessionDir(old.Person, old.ID)); !os.IsNotExist(err) {
 		t.Fatal("old session's state still on disk")
 	}
 	if _, err := s.Get(fresh.ID, "petra"); err != nil {

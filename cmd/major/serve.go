@@ -30,6 +30,7 @@ import (
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/mcpserver"
+	"github.com/majorhq/major/personstate"
 	"github.com/majorhq/major/readiness"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/sandbox"
@@ -110,6 +111,36 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	settings, err := sessionconfig.Open(sessionconfig.Config{Dir: cfg.ConfigDir, Vault: repository,
 		Rules: rules, Logger: log})
 	if err != nil {
+		return err
+	}
+	// The LinkedIn accounts and who publishes without asking are checked
+	// before anything is written.
+	accounts, err := linkedin.LoadConfig(cfg.LinkedInConfig)
+	if err != nil {
+		return err
+	}
+	if len(accounts) == 0 {
+		log.Warn().Msg("LinkedIn is not configured (--linkedin-config): the LinkedIn tools will say so to the model")
+	}
+	auto := map[string]bool{}
+	for _, p := range strings.Split(cfg.AutoPublish, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			auto[p] = true
+		}
+	}
+	for p := range accounts {
+		if err := checkPersons([]string{p}); err != nil {
+			return fmt.Errorf("--linkedin-config: %w", err)
+		}
+	}
+	for p := range auto {
+		if err := checkPersons([]string{p}); err != nil {
+			return fmt.Errorf("--linkedin-auto-publish: %w", err)
+		}
+	}
+	// Everything of a person is in their folder of the state directory;
+	// what an earlier server kept for all persons together moves there.
+	if _, err := personstate.Migrate(cfg.StateDir, log); err != nil {
 		return err
 	}
 	// Every person's CLI has a home of its own; what an earlier server
@@ -225,22 +256,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 
 	git := vault.NewGitSync(vault.GitConfig{Root: vaultRoot, RemoteTimeout: cfg.GitRemoteTimeout, Logger: log})
 	defer git.Close()
-	accounts, err := linkedin.LoadConfig(cfg.LinkedInConfig)
-	if err != nil {
-		return err
-	}
-	if len(accounts) == 0 {
-		log.Warn().Msg("LinkedIn is not configured (--linkedin-config): the LinkedIn tools will say so to the model")
-	}
-	auto := map[string]bool{}
-	for _, p := range strings.Split(cfg.AutoPublish, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			auto[p] = true
-		}
-	}
 	// Publishes whose outcome LinkedIn left open are kept in the state
 	// directory, so a restart does not forget them (see Unconfirmed).
-	unconfirmed, err := mcpserver.OpenUnconfirmed(filepath.Join(cfg.StateDir, "linkedin-unconfirmed.json"), nil)
+	unconfirmed, err := mcpserver.OpenUnconfirmed(cfg.StateDir, nil)
 	if err != nil {
 		return err
 	}
@@ -255,16 +273,6 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Unconfirmed: unconfirmed,
 		Logger:      log,
 	})
-	for p := range accounts {
-		if err := checkPersons([]string{p}); err != nil {
-			return fmt.Errorf("--linkedin-config: %w", err)
-		}
-	}
-	for p := range auto {
-		if err := checkPersons([]string{p}); err != nil {
-			return fmt.Errorf("--linkedin-auto-publish: %w", err)
-		}
-	}
 	pidDir := filepath.Join(cfg.StateDir, "pids")
 	if n := supervisor.CleanOrphans(pidDir, log); n > 0 {
 		log.Warn().Int("killed", n).Msg("cleaned up claude processes of a previous server")
