@@ -195,6 +195,9 @@ type Registry struct {
 	mu       sync.Mutex
 	byID     map[string]*Session
 	creating map[string]int // person → sessions being created
+	// away is the persons released to move to another server: none of
+	// their sessions is created until they are adopted again.
+	away     map[string]bool
 	shutdown bool
 	// redactors is each person's Redactor, built once (it resolves
 	// symbolic links, so not under mu).
@@ -273,6 +276,8 @@ type Session struct {
 	log     zerolog.Logger
 	metrics *Metrics
 	turns   TurnObserver
+	// ending counts the turn ends whose work (commit, changes) runs.
+	ending atomic.Int32
 
 	mu    sync.Mutex
 	tr    *clientevent.Translator
@@ -793,6 +798,9 @@ func (r *Registry) GetOrCreate(id, person string) (*Session, error) {
 func (r *Registry) reserve(person string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.away[person] {
+		return ErrMoving
+	}
 	n := r.creating[person]
 	for _, c := range r.byID {
 		if c.Person == person {
@@ -871,8 +879,10 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 				return false
 			}
 			r.endings.Add(1)
+			c.ending.Add(1)
 			go func() {
 				defer r.endings.Done()
+				defer c.ending.Add(-1)
 				c.finishTurn(end, run)
 			}()
 			return true
@@ -1030,6 +1040,10 @@ func (r *Registry) allLocked() []*Session {
 func (r *Registry) sessionsOf(person string) []*Session {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.sessionsOfLocked(person)
+}
+
+func (r *Registry) sessionsOfLocked(person string) []*Session {
 	var out []*Session
 	for _, c := range r.byID {
 		if c.Person == person {

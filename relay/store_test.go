@@ -2,6 +2,8 @@ package relay
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/usage"
 )
 
 func writeLog(tb testing.TB, st *sessionstore.Store, person, id string, n int) ([]*Event, string) {
@@ -156,5 +159,71 @@ func TestSessionsExpire(t *testing.T) {
 	}
 	if _, err := s.Get(fresh.ID, "petra"); err != nil {
 		t.Fatal("fresh session expired")
+	}
+}
+
+// A released person's sessions leave the registry but stay on disk, with
+// their usage; none of theirs is created meanwhile; others are not
+// touched; adopted again, their sessions come back with their events.
+func TestReleaseAndAdoptAPerson(t *testing.T) {
+	dir := t.TempDir()
+	st, _ := sessionstore.New(dir, zerolog.Nop())
+	launch := LauncherFunc(func(p SessionParams) CLI {
+		return supervisor.NewCLI(supervisor.CLIConfig{ID: p.ID, Person: p.Person, Sink: p.Sink})
+	})
+	s, err := NewRegistry(RegistryConfig{Launcher: launch, Store: st, Metered: true, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, _ := s.GetOrCreate("", "sebastian")
+	b, _ := s.GetOrCreate("", "sebastian")
+	p, _ := s.GetOrCreate("", "petra")
+	a.mu.Lock()
+	a.stream.publishJSON(clientevent.TurnStart{Type: "turn_start", Message: "kept words"}, true, false)
+	a.stream.publishJSON(clientevent.Done{Type: "done", SessionID: a.ID}, false, true)
+	a.mu.Unlock()
+	s.Charge("sebastian", a.ID, time.Now(), usage.Day{CostUSD: 1.5})
+
+	if err := s.Release(context.Background(), "sebastian"); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.List("sebastian"); len(got) != 0 {
+		t.Fatalf("released, sebastian still has %d sessions", len(got))
+	}
+	if _, err := s.GetOrCreate("", "sebastian"); !errors.Is(err, ErrMoving) {
+		t.Fatalf("a session of a released person: %v", err)
+	}
+	if got := s.Usage("sebastian", 1).TodayUSD; got != 0 {
+		t.Fatalf("released, sebastian's usage is still counted here: %v", got)
+	}
+	if _, err := s.Get(p.ID, "petra"); err != nil {
+		t.Fatalf("petra's session: %v", err)
+	}
+	for _, c := range []*Session{a, b} {
+		if _, err := os.Stat(filepath.Join(st.SessionDir("sebastian", c.ID), "meta.json")); err != nil {
+			t.Fatalf("the released session's index entry: %v", err)
+		}
+	}
+
+	n, err := s.Adopt("sebastian")
+	if err != nil || n != 2 {
+		t.Fatalf("adopted %d sessions, %v", n, err)
+	}
+	again, err := s.Get(a.ID, "sebastian")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := again.History(); len(h) != 1 || h[0].Content != "kept words" {
+		t.Fatalf("the adopted session's history: %+v", h)
+	}
+	if got := s.Usage("sebastian", 1).TodayUSD; got != 1.5 {
+		t.Fatalf("adopted, sebastian spent %v today, want 1.5", got)
+	}
+	if n, err := s.Adopt("sebastian"); err != nil || n != 0 {
+		t.Fatalf("adopted again: %d, %v", n, err)
+	}
+	if _, err := s.GetOrCreate("", "sebastian"); err != nil {
+		t.Fatalf("a new session after the adoption: %v", err)
 	}
 }
