@@ -29,8 +29,8 @@ var petraFiles = map[string]string{
 	"sessions/s1/meta.json":                      `{"id":"s1","person":"petra"}`,
 	"sessions/s1/events.ndjson":                  "{\"seq\":1}\n{\"seq\":2}\n",
 	"home/.claude/projects/-vault-petra/c.jsonl": "{\"type\":\"user\"}\n",
-	"usage.json":                                 `{"days":{}}`,
-	"notify/devices.json":                        `[]`,
+	"usage.json":          `{"days":{}}`,
+	"notify/devices.json": `[]`,
 }
 
 func exported(tb testing.TB, files map[string]string) []byte {
