@@ -99,6 +99,14 @@ func (r *Registry) Release(ctx context.Context, person string) error {
 	return errors.Join(errs...)
 }
 
+// Moving reports whether person is released (Release) and not adopted
+// again: their requests are refused with ErrMoving.
+func (r *Registry) Moving(person string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.away[person]
+}
+
 // Adopt reads person's sessions and usage from the store (their folder
 // came from another server, or stays after a Release that went no
 // further) and serves them again; a session already served is left as

@@ -996,7 +996,11 @@ func (r *Registry) Get(id, person string) (*Session, error) {
 	}
 	r.mu.Lock()
 	c, ok := r.byID[id]
+	away := r.away[person]
 	r.mu.Unlock()
+	if away {
+		return nil, ErrMoving
+	}
 	if !ok || c.Person != person {
 		return nil, ErrNotFound
 	}
@@ -1022,7 +1026,7 @@ func (r *Registry) ClientText(person, text string) string {
 }
 
 func (r *Registry) active(person string) {
-	if r.cfg.Active != nil {
+	if r.cfg.Active != nil && !r.Moving(person) {
 		r.cfg.Active(person)
 	}
 }

@@ -194,6 +194,9 @@ func TestReleaseAndAdoptAPerson(t *testing.T) {
 	if _, err := s.GetOrCreate("", "sebastian"); !errors.Is(err, ErrMoving) {
 		t.Fatalf("a session of a released person: %v", err)
 	}
+	if _, err := s.Get(a.ID, "sebastian"); !errors.Is(err, ErrMoving) || !s.Moving("sebastian") || s.Moving("petra") {
+		t.Fatalf("a released person's session: %v", err)
+	}
 	if got := s.Usage("sebastian", 1).TodayUSD; got != 0 {
 		t.Fatalf("released, sebastian's usage is still counted here: %v", got)
 	}
@@ -223,7 +226,7 @@ func TestReleaseAndAdoptAPerson(t *testing.T) {
 	if n, err := s.Adopt("sebastian"); err != nil || n != 0 {
 		t.Fatalf("adopted again: %d, %v", n, err)
 	}
-	if _, err := s.GetOrCreate("", "sebastian"); err != nil {
+	if _, err := s.GetOrCreate("", "sebastian"); err != nil || s.Moving("sebastian") {
 		t.Fatalf("a new session after the adoption: %v", err)
 	}
 }

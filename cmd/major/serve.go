@@ -138,6 +138,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 			return fmt.Errorf("--linkedin-auto-publish: %w", err)
 		}
 	}
+	// One server at a time works in a state directory, and `major person`
+	// changes one only where none does.
+	unlock, err := lockState(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("--state-dir: %w: is a server running on it?", err)
+	}
+	defer unlock()
 	// Everything of a person is in their folder of the state directory;
 	// what an earlier server kept for all persons together moves there.
 	if _, err := personstate.Migrate(cfg.StateDir, log); err != nil {
@@ -370,6 +377,17 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		defer terminals.Close()
 	}
 
+	// `major person export` and `import` ask the server through a socket
+	// in the state directory; a person on the move is refused meanwhile.
+	mv := &mover{stateDir: cfg.StateDir, sessions: sessions, terminals: terminals, pool: pool,
+		notifier: notifier, unconfirmed: unconfirmed, log: log}
+	stopMover, err := mv.serve(ctx)
+	if err != nil {
+		log.Error().Err(err).Msg("persons cannot be moved while the server runs (major person export/import): stop it first")
+	} else {
+		defer stopMover()
+	}
+
 	// Old sessions expire while the server runs, not only at start.
 	expiry := assembly.StartExpiry(ctx, assembly.ExpiryConfig{Sessions: sessions, Logger: log})
 	defer expiry.Close()
@@ -398,6 +416,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
 		Unsandboxed: unsandboxed,
+		Moving:      mv.Moving,
 		// Files and notes a message carries, and the notes read back.
 		Attachments: attachments.New(attachments.Config{VaultRoot: vaultRoot, Limits: cfg.Attachments, Writes: git}),
 		Vault:       &vault.Guard{VaultRoot: vaultRoot},
