@@ -52,6 +52,9 @@ type marker struct {
 	Version int       `json:"version"`
 	Person  string    `json:"person"`
 	Written time.Time `json:"written"`
+	// VaultDir is the person's vault folder on the server that wrote
+	// the archive: the CLI keeps its transcripts by that path.
+	VaultDir string `json:"vault_dir,omitempty"`
 }
 
 // Contents counts an archive's files (symbolic links included) and
@@ -61,10 +64,12 @@ type Contents struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// Export writes person's folder of stateDir to w as one archive. Nothing
-// may write the folder meanwhile (the server has released the person, or
-// does not run). Sockets, pipes and files being replaced are left out.
-func Export(w io.Writer, stateDir, person string) (Contents, error) {
+// Export writes person's folder of stateDir to w as one archive, naming
+// vaultDir, their vault folder here ("" if unknown), for the server that
+// takes it in (MovedFrom). Nothing may write the folder meanwhile (the
+// server has released the person, or does not run). Sockets, pipes and
+// files being replaced are left out.
+func Export(w io.Writer, stateDir, person, vaultDir string) (Contents, error) {
 	var end Contents
 	if err := vault.CheckPerson(person); err != nil {
 		return end, err
@@ -75,7 +80,7 @@ func Export(w io.Writer, stateDir, person string) (Contents, error) {
 	}
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
-	head, _ := json.Marshal(marker{Format: ArchiveFormat, Version: ArchiveVersion, Person: person, Written: time.Now().UTC()})
+	head, _ := json.Marshal(marker{Format: ArchiveFormat, Version: ArchiveVersion, Person: person, Written: time.Now().UTC(), VaultDir: vaultDir})
 	if err := writeEntry(tw, markerName, head); err != nil {
 		return end, err
 	}
@@ -221,6 +226,12 @@ func Import(r io.Reader, stateDir string, replace bool, check func(person string
 		return out, fmt.Errorf("%w: %v", ErrTruncated, err)
 	}
 	out.Contents = end
+	if m.VaultDir != "" {
+		b, _ := json.Marshal(movedFrom{VaultDir: m.VaultDir})
+		if err := os.WriteFile(filepath.Join(staging, MovedFromFile), b, 0o600); err != nil {
+			return out, err
+		}
+	}
 	out.Replaced = !had.Empty()
 	// The folder there (the person's old state, or the empty home made
 	// for them) goes aside first and is removed once the new one is in.
@@ -323,6 +334,41 @@ func writeFileIn(root *os.Root, rel string, mode fs.FileMode, r io.Reader, size 
 	}
 	if err != nil && !errors.Is(err, ErrTruncated) && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum)) {
 		err = fmt.Errorf("%w: %v", ErrTruncated, err)
+	}
+	return err
+}
+
+// MovedFromFile, in a person's folder, names their vault folder on the
+// server their state came from, until the server here has moved what the
+// CLI keeps by that path (MovedFrom, Settled).
+const MovedFromFile = "moved-from.json"
+
+type movedFrom struct {
+	VaultDir string `json:"vault_dir"`
+}
+
+// MovedFrom is the vault folder person had on the server their state
+// was imported from, or "" when nothing is left to move.
+func MovedFrom(stateDir, person string) (string, error) {
+	b, err := os.ReadFile(File(stateDir, person, MovedFromFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var m movedFrom
+	if err := json.Unmarshal(b, &m); err != nil {
+		return "", fmt.Errorf("%s: %w", File(stateDir, person, MovedFromFile), err)
+	}
+	return m.VaultDir, nil
+}
+
+// Settled forgets where person's state came from (MovedFrom).
+func Settled(stateDir, person string) error {
+	err := os.Remove(File(stateDir, person, MovedFromFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
 	return err
 }

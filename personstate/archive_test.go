@@ -41,7 +41,7 @@ func exported(tb testing.TB, files map[string]string) []byte {
 		tb.Fatal(err)
 	}
 	var buf bytes.Buffer
-	c, err := Export(&buf, src, "petra")
+	c, err := Export(&buf, src, "petra", "/srv/a/vault/petra")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -71,6 +71,15 @@ func TestExportImport(t *testing.T) {
 	}
 	if l, err := os.Readlink(File(dst, "petra", "link")); err != nil || l != "usage.json" {
 		t.Fatalf("link: %q, %v", l, err)
+	}
+	if from, err := MovedFrom(dst, "petra"); err != nil || from != "/srv/a/vault/petra" {
+		t.Fatalf("moved from %q, %v", from, err)
+	}
+	if err := Settled(dst, "petra"); err != nil {
+		t.Fatal(err)
+	}
+	if from, _ := MovedFrom(dst, "petra"); from != "" {
+		t.Fatalf("settled, still moved from %q", from)
 	}
 	if persons, _ := List(dst); len(persons) != 1 || persons[0] != "petra" {
 		t.Fatalf("persons after the import: %v", persons)

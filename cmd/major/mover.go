@@ -15,11 +15,13 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/majorhq/major/clihome"
 	"github.com/majorhq/major/mcpserver"
 	"github.com/majorhq/major/notify"
 	"github.com/majorhq/major/personstate"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/vault"
 )
 
 // The files of the state directory that tell a running server: its lock,
@@ -53,6 +55,7 @@ func lockState(stateDir string) (release func(), err error) {
 // Retry-After): a released person's state is written by nothing here.
 type mover struct {
 	stateDir    string
+	vaultRoot   string
 	sessions    *relay.Registry
 	terminals   *terminalSet // nil without terminals
 	pool        *supervisor.Pool
@@ -98,6 +101,9 @@ func (m *mover) hold(ctx context.Context, person string) error {
 // state came in, or stayed when a move failed).
 func (m *mover) resume(person string) error {
 	var errs []error
+	if err := settleMoved(m.stateDir, person, filepath.Join(m.vaultRoot, person)); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := m.sessions.Adopt(person); err != nil {
 		errs = append(errs, err)
 	}
@@ -157,6 +163,10 @@ func (m *mover) serve(ctx context.Context) (stop func(), err error) {
 
 func (m *mover) export(w http.ResponseWriter, r *http.Request) {
 	person := r.PathValue("name")
+	if err := vault.CheckPerson(person); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	dir := personstate.Dir(m.stateDir, person)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		http.Error(w, person+" has no state on this server", http.StatusNotFound)
@@ -169,7 +179,7 @@ func (m *mover) export(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/gzip")
-	c, err := personstate.Export(w, m.stateDir, person)
+	c, err := personstate.Export(w, m.stateDir, person, filepath.Join(m.vaultRoot, person))
 	if err != nil {
 		// Cut off: the client must not take this for an archive.
 		m.log.Error().Err(err).Str("person", person).Msg("export failed; the person is served again")
@@ -231,6 +241,20 @@ func (m *mover) importHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	m.log.Info().Str("person", got.Person).Int("files", got.Files).Bool("replaced", got.Replaced).Msg("imported the person")
 	writeJSON(w, got)
+}
+
+// settleMoved moves what the CLI keeps by the path of person's vault
+// folder on the server their state came from to where it looks for it
+// here (dir), so their conversations resume.
+func settleMoved(stateDir, person, dir string) error {
+	from, err := personstate.MovedFrom(stateDir, person)
+	if err != nil || from == "" {
+		return err
+	}
+	if err := clihome.Rehome(stateDir, person, from, dir); err != nil {
+		return err
+	}
+	return personstate.Settled(stateDir, person)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -16,9 +16,10 @@ import (
 
 	"github.com/majorhq/major/personstate"
 	"github.com/majorhq/major/ring"
+	"github.com/majorhq/major/vault"
 )
 
-const personUsage = `usage: major person export [--state-dir DIR] NAME FILE
+const personUsage = `usage: major person export [--state-dir DIR] [--vault-root DIR] NAME FILE
        major person import [--state-dir DIR] [--replace] FILE
        major person list [--state-dir DIR] [--hash-ring HAPROXY.CFG [--server NAME]]`
 
@@ -37,6 +38,7 @@ func person(ctx context.Context, args []string, getenv func(string) string, stdo
 	state := fs.String("state-dir", "", "the server's state directory (MAJOR_STATE_DIR; default $XDG_STATE_HOME/major or ~/.local/state/major)")
 	replace := fs.Bool("replace", false, "import: replace the state the person has on this server")
 	ringFile := fs.String("hash-ring", "", "list: the HAProxy configuration whose servers the persons are spread over")
+	vaultRoot := fs.String("vault-root", "", "export without a running server: the server's vault root, so the importing server finds the person's conversations (MAJOR_VAULT_ROOT)")
 	server := fs.String("server", "", "list: this server's name in the HAProxy configuration: only the persons to move away from it are listed")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -53,7 +55,21 @@ func person(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	switch {
 	case args[0] == "export" && fs.NArg() == 2:
-		return exportPerson(ctx, stateDir, fs.Arg(0), fs.Arg(1), stdout)
+		if err := vault.CheckPerson(fs.Arg(0)); err != nil {
+			return fmt.Errorf("person %q: %w", fs.Arg(0), err)
+		}
+		if *vaultRoot == "" {
+			*vaultRoot = getenv("MAJOR_VAULT_ROOT")
+		}
+		vaultDir := ""
+		if *vaultRoot != "" {
+			root, err := filepath.Abs(*vaultRoot)
+			if err != nil {
+				return err
+			}
+			vaultDir = filepath.Join(root, fs.Arg(0))
+		}
+		return exportPerson(ctx, stateDir, fs.Arg(0), fs.Arg(1), vaultDir, stdout)
 	case args[0] == "import" && fs.NArg() == 1:
 		return importPerson(ctx, stateDir, fs.Arg(0), *replace, stdout)
 	case args[0] == "list" && fs.NArg() == 0:
@@ -90,7 +106,7 @@ func controlError(resp *http.Response) error {
 // exportPerson writes person's archive to file: beside it first, renamed
 // once whole, and only then is the person's folder moved aside on the
 // server (a failed export leaves them served where they are).
-func exportPerson(ctx context.Context, stateDir, person, file string, stdout io.Writer) error {
+func exportPerson(ctx context.Context, stateDir, person, file, vaultDir string, stdout io.Writer) error {
 	if _, err := os.Lstat(file); err == nil {
 		return fmt.Errorf("%s exists; name a new file", file)
 	}
@@ -156,7 +172,7 @@ func exportPerson(ctx context.Context, stateDir, person, file string, stdout io.
 	defer unlock()
 	pr, pw := io.Pipe()
 	go func() {
-		_, err := personstate.Export(pw, stateDir, person)
+		_, err := personstate.Export(pw, stateDir, person, vaultDir)
 		pw.CloseWithError(err)
 	}()
 	if err := write(pr); err != nil {

@@ -163,6 +163,15 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if _, err := clihome.Migrate(clihome.SharedConfigDir(lookup(cfg.Environ)), cfg.StateDir, dirs, log); err != nil {
 		log.Error().Err(err).Msg("some conversations of the shared CLI home could not be moved into their person's own; they do not resume until moved")
 	}
+	// A person imported from another server (major person import while
+	// none ran) finds their conversations where the CLI looks here.
+	if moved, err := personstate.List(cfg.StateDir); err == nil {
+		for _, p := range moved {
+			if err := settleMoved(cfg.StateDir, p, filepath.Join(vaultRoot, p)); err != nil {
+				log.Error().Err(err).Str("person", p).Msg("the imported person's conversations could not be moved to this server's path; they do not resume until moved")
+			}
+		}
+	}
 	var box *sandbox.Sandbox
 	unsandboxed := ""
 	if cfg.Sandbox {
@@ -379,7 +388,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 
 	// `major person export` and `import` ask the server through a socket
 	// in the state directory; a person on the move is refused meanwhile.
-	mv := &mover{stateDir: cfg.StateDir, sessions: sessions, terminals: terminals, pool: pool,
+	mv := &mover{stateDir: cfg.StateDir, vaultRoot: vaultRoot, sessions: sessions, terminals: terminals, pool: pool,
 		notifier: notifier, unconfirmed: unconfirmed, log: log}
 	stopMover, err := mv.serve(ctx)
 	if err != nil {
