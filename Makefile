@@ -4,7 +4,7 @@ GO ?= go
 CLAUDE := .tools/claude/node_modules/.bin/claude
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build claude sandbox caddy pebble run test e2e lint bench image image-test clean
+.PHONY: all build claude sandbox caddy haproxy pebble run test test-cluster e2e lint bench image image-test clean
 
 all: build
 
@@ -27,6 +27,11 @@ sandbox:
 caddy:
 	bash scripts/install-caddy.sh >/dev/null
 
+# HAProxy, the proxy of deploy/haproxy.cfg, which the cluster test puts
+# in front of two servers (Debian's package, when missing).
+haproxy:
+	bash scripts/install-haproxy.sh >/dev/null
+
 # Pebble, a test ACME CA, and its DNS server, which the ACME test
 # gets a certificate from (Debian's package, when missing).
 pebble:
@@ -42,8 +47,14 @@ run: claude sandbox build
 # against the server, lint (vet and staticcheck) and the benchmarks that
 # need no CLI once in their short form (so none rots), and the container
 # image's test where Podman can run (it says so where it cannot).
-test: claude sandbox caddy pebble
+test: claude sandbox caddy haproxy pebble
 	GO=$(GO) bash scripts/test.sh
+
+# The cluster test alone (about 30 s; make test runs it too): two servers
+# with their own clones of one vault remote behind HAProxy, persons moved
+# between them (README, Several servers).
+test-cluster: claude sandbox haproxy
+	MAJOR_CLAUDE="$$(bash scripts/install-claude.sh)" $(GO) test -race -count=1 -timeout 10m ./cluster
 
 # The web client's tests alone (installs Chromium from Debian if missing).
 e2e: claude sandbox

@@ -23,11 +23,13 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/personstate"
 )
 
-// Home is person's CLI home under stateDir.
+// Home is person's CLI home under stateDir, in their folder.
 func Home(stateDir, person string) string {
-	return filepath.Join(stateDir, "persons", person, "home")
+	return personstate.File(stateDir, person, personstate.HomeDir)
 }
 
 // ConfigDir is the CLI's configuration directory in home
@@ -260,4 +262,38 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// Rehome moves the transcripts person's home keeps of conversations run
+// in from (their vault folder on the server their state came from) to
+// where the CLI looks for them when run in dir (their folder here), so
+// their chats resume on this server: the folder's name is made from the
+// path (ProjectName). Transcripts dir has already are kept.
+func Rehome(stateDir, person, from, dir string) error {
+	if from == "" || from == dir {
+		return nil
+	}
+	projects := filepath.Join(ConfigDir(Home(stateDir, person)), "projects")
+	src, dst := filepath.Join(projects, ProjectName(from)), filepath.Join(projects, ProjectName(dir))
+	entries, err := os.ReadDir(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		to := filepath.Join(dst, e.Name())
+		if _, err := os.Lstat(to); err == nil {
+			continue
+		}
+		if err := os.Rename(filepath.Join(src, e.Name()), to); err != nil {
+			return fmt.Errorf("move the CLI's transcripts of %s: %w", person, err)
+		}
+	}
+	_ = os.Remove(src) // kept if something stayed
+	return nil
 }

@@ -122,3 +122,35 @@ func TestMigrateFollowsNoLink(t *testing.T) {
 		t.Fatalf("the shared copy: %q", got)
 	}
 }
+
+// Rehome moves the transcripts kept under the vault folder's path on
+// another server to this server's, keeping any this one has already.
+func TestRehome(t *testing.T) {
+	state := t.TempDir()
+	projects := filepath.Join(clihome.ConfigDir(clihome.Home(state, "petra")), "projects")
+	from, dir := "/srv/a/vault/petra", "/srv/b/vault/petra"
+	for name, content := range map[string]string{
+		filepath.Join(clihome.ProjectName(from), "c1.jsonl"): "moved",
+		filepath.Join(clihome.ProjectName(from), "c2.jsonl"): "theirs",
+		filepath.Join(clihome.ProjectName(dir), "c2.jsonl"):  "mine",
+	} {
+		p := filepath.Join(projects, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := clihome.Rehome(state, "petra", from, dir); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"c1.jsonl": "moved", "c2.jsonl": "mine"} {
+		if b, err := os.ReadFile(filepath.Join(projects, clihome.ProjectName(dir), name)); err != nil || string(b) != want {
+			t.Fatalf("%s: %q, %v", name, b, err)
+		}
+	}
+	if err := clihome.Rehome(state, "petra", dir, dir); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/majorhq/major/auth"
+	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/vault"
 )
 
@@ -75,6 +76,10 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	c.Set(personKey, person)
+	if s.cfg.Moving != nil && s.cfg.Moving(person) {
+		s.fail(c, relay.ErrMoving)
+		return
+	}
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
 	done := s.open.add(id.ID, cancel)

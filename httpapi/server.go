@@ -25,6 +25,10 @@ import (
 
 // Config configures the HTTP API.
 type Config struct {
+	// Moving, when set, reports the persons whose state is moving to
+	// another server: all their requests are refused (503, Retry-After)
+	// until it has.
+	Moving   func(person string) bool
 	Auth     *Auth
 	Registry *relay.Registry
 	Logger   zerolog.Logger
@@ -298,6 +302,11 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		status, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, notify.ErrNoDevice):
 		status, msg = http.StatusNotFound, err.Error()
+	case errors.Is(err, relay.ErrMoving):
+		// The person's state is on its way to another server; the proxy
+		// routes them there once it has arrived.
+		status, msg = http.StatusServiceUnavailable, err.Error()
+		retryAfter = "30"
 	case errors.Is(err, relay.ErrUnavailable), errors.Is(err, supervisor.ErrNoSlot), errors.Is(err, supervisor.ErrPersonBusy):
 		status, msg = http.StatusServiceUnavailable, err.Error()
 		retryAfter = "5"

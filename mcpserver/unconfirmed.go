@@ -17,6 +17,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/majorhq/major/internal/atomicfile"
+	"github.com/majorhq/major/personstate"
 )
 
 // RepeatWindow is how long after LinkedIn left open whether a post,
@@ -35,9 +36,9 @@ const approvalTTL = 10 * time.Minute
 // RepeatWindow, an identical publish of the same person is refused unless
 // the person approved it again.
 //
-// It lives in a file of the server's state directory rather than in the
-// vault's audit log (which gets a line for each such publish too, for
-// people to read): the check runs before every publish and must not
+// It lives in a file of each person's folder of the server's state
+// directory (personstate) rather than in the vault's audit log (which
+// gets a line for each such publish too, for people to read): the check runs before every publish and must not
 // depend on git (a commit can wait for a sync or fail, a pull can rewrite
 // the log, and the log is prose, not a record to parse), and the state
 // directory is the server's own, outside every vault. The file is
@@ -45,8 +46,10 @@ const approvalTTL = 10 * time.Minute
 // outcome, so a crash or a restart right after keeps it; what must not be
 // lost is the record of the last day, and that is all the file holds.
 type Unconfirmed struct {
-	path string
-	now  func() time.Time
+	// dir is the state directory; each person's record is a file of
+	// their folder (personstate).
+	dir string
+	now func() time.Time
 
 	mu   sync.Mutex
 	sent map[unconfirmedKey]time.Time
@@ -67,32 +70,66 @@ type unconfirmedEntry struct {
 	Sent time.Time `json:"sent"`
 }
 
-// OpenUnconfirmed reads the record at path; a missing file is an empty
-// record, "" keeps the record in memory only. now is the clock (nil:
-// time.Now).
-func OpenUnconfirmed(path string, now func() time.Time) (*Unconfirmed, error) {
+// OpenUnconfirmed reads the record of every person with a folder in the
+// state directory dir (a missing file is an empty record); "" keeps the
+// record in memory only. now is the clock (nil: time.Now).
+func OpenUnconfirmed(dir string, now func() time.Time) (*Unconfirmed, error) {
 	if now == nil {
 		now = time.Now
 	}
-	u := &Unconfirmed{path: path, now: now, sent: map[unconfirmedKey]time.Time{}}
-	if path == "" {
+	u := &Unconfirmed{dir: dir, now: now, sent: map[unconfirmedKey]time.Time{}}
+	if dir == "" {
 		return u, nil
 	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return u, nil
-	}
+	persons, err := personstate.List(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read the record of unconfirmed LinkedIn publishes: %w", err)
+		return nil, err
 	}
-	var f unconfirmedFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("read the record of unconfirmed LinkedIn publishes %s: %w", path, err)
-	}
-	for _, e := range f.Unconfirmed {
-		u.sent[unconfirmedKey{e.Person, e.Key}] = e.Sent
+	for _, p := range persons {
+		if err := u.Reload(p); err != nil {
+			return nil, err
+		}
 	}
 	return u, nil
+}
+
+// Reload reads person's record from their folder again, in place of what
+// was kept of them: a person taken in from another server brings theirs,
+// one who moved away takes it along.
+func (u *Unconfirmed) Reload(person string) error {
+	if u.dir == "" {
+		return nil
+	}
+	path := u.path(person)
+	var f unconfirmedFile
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read the record of unconfirmed LinkedIn publishes: %w", err)
+	default:
+		if err := json.Unmarshal(data, &f); err != nil {
+			return fmt.Errorf("read the record of unconfirmed LinkedIn publishes %s: %w", path, err)
+		}
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k := range u.sent {
+		if k.person == person {
+			delete(u.sent, k)
+		}
+	}
+	for _, e := range f.Unconfirmed {
+		if e.Person == person {
+			u.sent[unconfirmedKey{e.Person, e.Key}] = e.Sent
+		}
+	}
+	return nil
+}
+
+// path is person's record.
+func (u *Unconfirmed) path(person string) string {
+	return personstate.File(u.dir, person, personstate.UnconfirmedFile)
 }
 
 // since reports when an identical publish was sent without LinkedIn
@@ -113,7 +150,7 @@ func (u *Unconfirmed) add(person, key string, at time.Time) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.sent[unconfirmedKey{person, key}] = at
-	return u.saveLocked()
+	return u.saveLocked(person)
 }
 
 // remove forgets an unconfirmed publish: an identical one went through
@@ -126,13 +163,13 @@ func (u *Unconfirmed) remove(person, key string) error {
 		return nil
 	}
 	delete(u.sent, k)
-	return u.saveLocked()
+	return u.saveLocked(person)
 }
 
-// saveLocked writes the record, without the entries past RepeatWindow.
-// u.mu is held: publishes whose outcome is unknown are rare, and the next
-// check must see this one.
-func (u *Unconfirmed) saveLocked() error {
+// saveLocked writes person's record, without the entries past
+// RepeatWindow. u.mu is held: publishes whose outcome is unknown are
+// rare, and the next check must see this one.
+func (u *Unconfirmed) saveLocked(person string) error {
 	now := u.now()
 	f := unconfirmedFile{Unconfirmed: []unconfirmedEntry{}}
 	for k, at := range u.sent {
@@ -140,9 +177,11 @@ func (u *Unconfirmed) saveLocked() error {
 			delete(u.sent, k)
 			continue
 		}
-		f.Unconfirmed = append(f.Unconfirmed, unconfirmedEntry{Person: k.person, Key: k.key, Sent: at.UTC()})
+		if k.person == person {
+			f.Unconfirmed = append(f.Unconfirmed, unconfirmedEntry{Person: k.person, Key: k.key, Sent: at.UTC()})
+		}
 	}
-	if u.path == "" {
+	if u.dir == "" {
 		return nil
 	}
 	sort.Slice(f.Unconfirmed, func(i, j int) bool { return f.Unconfirmed[i].Sent.Before(f.Unconfirmed[j].Sent) })
@@ -150,10 +189,11 @@ func (u *Unconfirmed) saveLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode the record of unconfirmed LinkedIn publishes: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(u.path), 0o700); err != nil {
+	path := u.path(person)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("save the record of unconfirmed LinkedIn publishes: %w", err)
 	}
-	if err := atomicfile.Write(u.path, data); err != nil {
+	if err := atomicfile.Write(path, data); err != nil {
 		return fmt.Errorf("save the record of unconfirmed LinkedIn publishes: %w", err)
 	}
 	return nil

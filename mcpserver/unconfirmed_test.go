@@ -58,7 +58,7 @@ func TestRepeatOfUnknownOutcome(t *testing.T) {
 	for _, c := range calls {
 		t.Run(c.tool, func(t *testing.T) {
 			t.Parallel()
-			path := filepath.Join(t.TempDir(), "state", "unconfirmed.json")
+			path := filepath.Join(t.TempDir(), "state")
 			clk := &clock{now: fixedNow}
 			record := func(t *testing.T) *mcpserver.Unconfirmed {
 				t.Helper()

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/notify"
+	"github.com/majorhq/major/personstate"
 	"github.com/majorhq/major/relay"
 )
 
@@ -323,7 +324,7 @@ func TestVAPIDKeysKept(t *testing.T) {
 	if _, err := notify.LoadVAPID(path); err == nil {
 		t.Fatal("a file without a key pair was accepted")
 	}
-	if _, err := notify.New(notify.Config{StateDir: filepath.Dir(path), Logger: zerolog.Nop()}); err == nil {
+	if _, err := notify.New(notify.Config{StateDir: dir, Logger: zerolog.Nop()}); err == nil {
 		t.Fatal("the service started without its key pair")
 	}
 }
@@ -351,5 +352,46 @@ func TestLongDraftFits(t *testing.T) {
 	b := bodies["b"]
 	if !strings.HasSuffix(b, "[cut: open the chat for the whole text]") || !strings.HasPrefix(b, "Publish the LinkedIn post? Word for word:\n\n"+long[:1000]) {
 		t.Fatalf("long draft: %q", b)
+	}
+}
+
+// TestDevicesLiveInThePersonsFolder: each person's devices and own
+// settings are files of their folder; a service started again has them,
+// and Reload takes a folder that went away (the person moved to another
+// server) or came (moved here) into account.
+func TestDevicesLiveInThePersonsFolder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w := newWorld(t, func(c *notify.Config) { c.StateDir = dir })
+	if err := w.s.SetPreferences("sebastian", notify.Preferences{Events: []string{"question"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(w.s.Devices("petra")); got != 0 {
+		t.Fatalf("petra has %d devices", got)
+	}
+	folder := personstate.Dir(dir, "sebastian")
+	for _, f := range []string{personstate.DevicesFile, personstate.SettingsFile} {
+		if st, err := os.Stat(filepath.Join(folder, personstate.NotifyDir, f)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", f, st, err)
+		}
+	}
+	w.s.Close()
+	// The new world adds a device of its own push service.
+	again := newWorld(t, func(c *notify.Config) { c.StateDir = dir })
+	if got := again.s.Devices("sebastian"); len(got) != 2 || again.s.Preferences("sebastian").Events[0] != "question" {
+		t.Fatalf("after a restart: %+v, %+v", got, again.s.Preferences("sebastian"))
+	}
+	moved := filepath.Join(t.TempDir(), "sebastian")
+	if err := os.Rename(folder, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.s.Reload("sebastian"); err != nil || len(again.s.Devices("sebastian")) != 0 || len(again.s.Preferences("sebastian").Events) != 0 {
+		t.Fatalf("moved away, sebastian still has %+v, %+v (%v)", again.s.Devices("sebastian"), again.s.Preferences("sebastian"), err)
+	}
+	if err := os.Rename(moved, folder); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.s.Reload("sebastian"); err != nil || len(again.s.Devices("sebastian")) != 2 {
+		t.Fatalf("moved back, sebastian has %+v (%v)", again.s.Devices("sebastian"), err)
 	}
 }

@@ -164,27 +164,55 @@ func decodeKey(s string) ([]byte, error) {
 	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
 }
 
-// devices keeps every person's devices in one state file (mode 0600: it
-// holds their secrets), written whole on each change.
+// devices keeps each person's devices in a state file of their folder
+// (mode 0600: it holds their secrets), written whole on each change.
 type devices struct {
-	path string
-	mu   sync.Mutex
-	all  []Device
+	// path is a person's file; nil keeps devices in memory only.
+	path     func(person string) string
+	mu       sync.Mutex
+	byPerson map[string][]Device
 }
 
-func openDevices(path string) (*devices, error) {
-	d := &devices{path: path}
+// openDevices reads the devices of persons.
+func openDevices(path func(string) string, persons []string) (*devices, error) {
+	d := &devices{path: path, byPerson: map[string][]Device{}}
+	for _, p := range persons {
+		if err := d.reload(p); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// reload reads person's devices from their file again: none when it is
+// missing.
+func (s *devices) reload(person string) error {
+	if s.path == nil {
+		return nil
+	}
+	path := s.path(person)
+	var list []Device
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return d, nil
 	case err != nil:
-		return nil, fmt.Errorf("read devices: %w", err)
+		return fmt.Errorf("read devices: %w", err)
+	default:
+		if err := json.Unmarshal(data, &list); err != nil {
+			return fmt.Errorf("devices file %s: %w", path, err)
+		}
 	}
-	if err := json.Unmarshal(data, &d.all); err != nil {
-		return nil, fmt.Errorf("devices file %s: %w", path, err)
+	// A file of the person's folder names its person: an entry that
+	// names another is not theirs.
+	list = slices.DeleteFunc(list, func(d Device) bool { return d.Person != person })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(list) == 0 {
+		delete(s.byPerson, person)
+	} else {
+		s.byPerson[person] = list
 	}
-	return d, nil
+	return nil
 }
 
 // add registers d, unless its person has as many as one may or has it
@@ -192,61 +220,56 @@ func openDevices(path string) (*devices, error) {
 func (s *devices) add(d Device) (Device, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for i, old := range s.all {
-		if old.Person != d.Person {
-			continue
-		}
+	list := s.byPerson[d.Person]
+	for i, old := range list {
 		if old.Kind == d.Kind && old.URL == d.URL && (d.Kind != KindFCM || old.Token == d.Token) {
 			// The same device again (a browser subscribes again at each
 			// visit): its keys and name may be new.
 			d.ID, d.Created = old.ID, old.Created
-			s.all[i] = d
-			return d, s.saveLocked()
+			list[i] = d
+			return d, s.saveLocked(d.Person)
 		}
-		n++
 	}
-	if n >= maxDevices {
-		return Device{}, fmt.Errorf("%w: you have %d devices, the most one person may; remove one first", ErrBadDevice, n)
+	if len(list) >= maxDevices {
+		return Device{}, fmt.Errorf("%w: you have %d devices, the most one person may; remove one first", ErrBadDevice, len(list))
 	}
-	s.all = append(s.all, d)
-	return d, s.saveLocked()
+	s.byPerson[d.Person] = append(list, d)
+	return d, s.saveLocked(d.Person)
 }
 
 // of is person's devices.
 func (s *devices) of(person string) []Device {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Device
-	for _, d := range s.all {
-		if d.Person == person {
-			out = append(out, d)
-		}
-	}
-	return out
+	return slices.Clone(s.byPerson[person])
 }
 
 // remove forgets person's device id; ErrNoDevice if they have none such.
 func (s *devices) remove(person, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.all, func(d Device) bool { return d.Person == person && d.ID == id })
+	list := s.byPerson[person]
+	i := slices.IndexFunc(list, func(d Device) bool { return d.ID == id })
 	if i < 0 {
 		return ErrNoDevice
 	}
-	s.all = slices.Delete(s.all, i, i+1)
-	return s.saveLocked()
+	s.byPerson[person] = slices.Delete(list, i, i+1)
+	return s.saveLocked(person)
 }
 
-func (s *devices) saveLocked() error {
-	if s.path == "" {
+func (s *devices) saveLocked(person string) error {
+	if s.path == nil {
 		return nil
 	}
-	data, err := json.MarshalIndent(s.all, "", "  ")
+	list := s.byPerson[person]
+	if list == nil {
+		list = []Device{}
+	}
+	data, err := json.MarshalIndent(list, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFile(s.path, data)
+	return writeFile(s.path(person), data)
 }
 
 // writeFile replaces path with data atomically, mode 0600, its folder

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/clientevent"
+	"github.com/majorhq/major/personstate"
 	"github.com/majorhq/major/relay"
 )
 
@@ -51,10 +52,10 @@ type FCMConfig struct {
 
 // Config configures a Service.
 type Config struct {
-	// StateDir holds the VAPID key pair (vapid.json), the devices
-	// (devices.json) and the persons' own settings (settings.json), each
-	// mode 0600; "" keeps devices and settings in memory (tests) and
-	// needs VAPID.
+	// StateDir is the server's state directory: notify/vapid.json there
+	// holds the VAPID key pair, and each person's folder (personstate)
+	// their devices and their own settings, each file mode 0600; ""
+	// keeps devices and settings in memory (tests) and needs VAPID.
 	StateDir string
 	// VAPID is the key pair when StateDir is empty.
 	VAPID VAPIDKeys
@@ -211,20 +212,27 @@ func New(cfg Config) (*Service, error) {
 		held: map[string][]Payload{}, holdTimer: map[string]Timer{}}
 	var err error
 	s.vapid = cfg.VAPID
-	devicesPath, choicesPath := "", ""
-	if cfg.StateDir != "" {
-		if s.vapid, err = LoadVAPID(filepath.Join(cfg.StateDir, "vapid.json")); err != nil {
+	var devicesPath, choicesPath func(string) string
+	var persons []string
+	if dir := cfg.StateDir; dir != "" {
+		if s.vapid, err = LoadVAPID(filepath.Join(dir, personstate.NotifyDir, "vapid.json")); err != nil {
 			return nil, err
 		}
-		devicesPath, choicesPath = filepath.Join(cfg.StateDir, "devices.json"), filepath.Join(cfg.StateDir, "settings.json")
+		devicesPath = func(p string) string { return personstate.File(dir, p, personstate.NotifyDir, personstate.DevicesFile) }
+		choicesPath = func(p string) string {
+			return personstate.File(dir, p, personstate.NotifyDir, personstate.SettingsFile)
+		}
+		if persons, err = personstate.List(dir); err != nil {
+			return nil, err
+		}
 	}
 	if s.vapid.Public == "" || s.vapid.Private == "" {
 		return nil, errors.New("notify: no VAPID key pair (give a StateDir or VAPID)")
 	}
-	if s.devices, err = openDevices(devicesPath); err != nil {
+	if s.devices, err = openDevices(devicesPath, persons); err != nil {
 		return nil, err
 	}
-	if s.choices, err = openChoices(choicesPath); err != nil {
+	if s.choices, err = openChoices(choicesPath, persons); err != nil {
 		return nil, err
 	}
 	if s.tokens, err = newTokens(); err != nil {
@@ -689,6 +697,20 @@ func (s *Service) Devices(person string) []DeviceInfo {
 // RemoveDevice forgets one of person's devices; ErrNoDevice if they have
 // none with that id.
 func (s *Service) RemoveDevice(person, id string) error { return s.devices.remove(person, id) }
+
+// Reload reads person's devices and settings from their folder again: a
+// person taken in from another server has theirs, one who moved away
+// none. What quiet hours held for them is dropped.
+func (s *Service) Reload(person string) error {
+	s.mu.Lock()
+	delete(s.held, person)
+	if t := s.holdTimer[person]; t != nil {
+		t.Stop()
+		delete(s.holdTimer, person)
+	}
+	s.mu.Unlock()
+	return errors.Join(s.devices.reload(person), s.choices.reload(person))
+}
 
 // Preferences are person's settings in force: their own choice, else
 // the owner's configuration, else every event and no quiet hours.

@@ -106,27 +106,52 @@ func (q *QuietHours) until(now time.Time) (time.Time, bool) {
 }
 
 // choices keeps the settings each person chose themselves (the settings
-// endpoint) in one state file; a person who chose none has the
-// configured ones.
+// endpoint) in a state file of their folder; a person who chose none
+// has the configured ones.
 type choices struct {
-	path string
+	// path is a person's file; nil keeps the choices in memory only.
+	path func(person string) string
 	mu   sync.Mutex
 	all  map[string]Preferences
 }
 
-func openChoices(path string) (*choices, error) {
+// openChoices reads the choices of persons.
+func openChoices(path func(string) string, persons []string) (*choices, error) {
 	c := &choices{path: path, all: map[string]Preferences{}}
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return c, nil
-	case err != nil:
-		return nil, fmt.Errorf("read notification settings: %w", err)
-	}
-	if err := json.Unmarshal(data, &c.all); err != nil {
-		return nil, fmt.Errorf("notification settings file %s: %w", path, err)
+	for _, p := range persons {
+		if err := c.reload(p); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
+}
+
+// reload reads person's choice from their file again: none when it is
+// missing.
+func (c *choices) reload(person string) error {
+	if c.path == nil {
+		return nil
+	}
+	path := c.path(person)
+	data, err := os.ReadFile(path)
+	var p *Preferences
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read notification settings: %w", err)
+	default:
+		if err := json.Unmarshal(data, &p); err != nil {
+			return fmt.Errorf("notification settings file %s: %w", path, err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p == nil {
+		delete(c.all, person)
+	} else {
+		c.all[person] = *p
+	}
+	return nil
 }
 
 func (c *choices) get(person string) (Preferences, bool) {
@@ -140,12 +165,12 @@ func (c *choices) set(person string, p Preferences) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.all[person] = p
-	if c.path == "" {
+	if c.path == nil {
 		return nil
 	}
-	data, err := json.MarshalIndent(c.all, "", "  ")
+	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFile(c.path, data)
+	return writeFile(c.path(person), data)
 }

@@ -193,7 +193,7 @@ func BenchmarkPublishPersisted(b *testing.B) {
 	}
 	var persisted, memory time.Duration
 	for b.Loop() {
-		l, err := st.Open("bench")
+		l, err := st.Open("sebastian", "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -208,7 +208,7 @@ func BenchmarkPublishPersisted(b *testing.B) {
 		if err := l.Close(); err != nil {
 			b.Fatal(err)
 		}
-		if err := st.Remove("bench"); err != nil {
+		if err := st.Remove("sebastian", "bench"); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
@@ -480,7 +480,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 				idle := measure()
 				var logged int64
 				for _, c := range chats {
-					fi, err := os.Stat(store.LogPath(c.ID))
+					fi, err := os.Stat(store.LogPath(c.Person, c.ID))
 					if err != nil {
 						b.Fatal(err)
 					}

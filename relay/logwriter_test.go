@@ -105,7 +105,7 @@ func TestPublishDoesNotWaitForTheDisk(t *testing.T) {
 	if h := c.History(); len(h) != 4 || h[3].Content != "more 2" {
 		t.Fatalf("history while the disk is held: %v", h)
 	}
-	logPath := filepath.Join(st.SessionDir(c.ID), "events.ndjson")
+	logPath := filepath.Join(st.SessionDir(c.Person, c.ID), "events.ndjson")
 	if b, _ := os.ReadFile(logPath); bytes.Contains(b, []byte("more 2")) {
 		t.Fatal("the last turn is on disk while the writer is held in an earlier fsync")
 	}
@@ -156,7 +156,7 @@ func TestLogWriterCompactsInOrder(t *testing.T) {
 	}
 	disk := newHeldDisk(t)
 	st.SyncFile = disk.sync
-	l, err := st.Open("s")
+	l, err := st.Open("sebastian", "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestLogWriterCompactsInOrder(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	path := filepath.Join(st.SessionDir("s"), "events.ndjson")
+	path := filepath.Join(st.SessionDir("sebastian", "s"), "events.ndjson")
 	got, err := st.ReadLog(path)
 	if err != nil {
 		t.Fatal(err)

@@ -186,7 +186,7 @@ func TestEvictedSessionComesBackTheSame(t *testing.T) {
 			if !c.stream.isCold() || len(c.stream.events) != 0 || hist != nil {
 				t.Fatalf("evicted, the session keeps %d events (history %v)", len(c.stream.events), hist != nil)
 			}
-			if n := openFiles(t, st.LogPath(c.ID)); n != 0 {
+			if n := openFiles(t, st.LogPath(c.Person, c.ID)); n != 0 {
 				t.Fatalf("evicted, the session holds its log open (%d)", n)
 			}
 			if read == "history first" {
@@ -358,7 +358,7 @@ func TestCompactionLeavesPublishingFree(t *testing.T) {
 			t.Fatalf("memory keeps a cli event of turn %d: %s", ev.Turn, ev.Line)
 		}
 	}
-	got, err := st.ReadLog(st.LogPath(c.ID))
+	got, err := st.ReadLog(st.LogPath(c.Person, c.ID))
 	if err != nil || len(got) != len(want) {
 		t.Fatalf("log holds %d events (%v), memory %d", len(got), err, len(want))
 	}

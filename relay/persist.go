@@ -103,8 +103,8 @@ func loadSessions(st *sessionstore.Store, log zerolog.Logger) ([]loaded, error) 
 	var out []loaded
 	for _, sv := range saved {
 		var m meta
-		if err := json.Unmarshal(sv.Index, &m); err != nil || m.ID != sv.ID || !vault.ValidPerson(m.Person) {
-			log.Warn().Str("dir", st.SessionDir(sv.ID)).Msg("session with a bad index entry; skipped")
+		if err := json.Unmarshal(sv.Index, &m); err != nil || m.ID != sv.ID || m.Person != sv.Person || !vault.ValidPerson(m.Person) {
+			log.Warn().Str("dir", st.SessionDir(sv.Person, sv.ID)).Msg("session with a bad index entry; skipped")
 			continue
 		}
 		out = append(out, loaded{meta: m})
@@ -114,8 +114,8 @@ func loadSessions(st *sessionstore.Store, log zerolog.Logger) ([]loaded, error) 
 
 // readEvents reads session id's log at start, each event as redact shows
 // it (a torn last line is dropped, see sessionstore.Store.ReadLog).
-func readEvents(st *sessionstore.Store, log zerolog.Logger, id string, redact *clientevent.Redactor) []*Event {
-	records, err := st.ReadLog(st.LogPath(id))
+func readEvents(st *sessionstore.Store, log zerolog.Logger, person, id string, redact *clientevent.Redactor) []*Event {
+	records, err := st.ReadLog(st.LogPath(person, id))
 	if err != nil {
 		log.Warn().Err(err).Str("session", id).Msg("event log unreadable; the session starts with an empty log")
 	}
@@ -136,7 +136,7 @@ func expire(st *sessionstore.Store, log zerolog.Logger, sessions []loaded, ttl t
 	for _, l := range sessions {
 		if now.Sub(l.meta.LastActivity) > ttl {
 			log.Info().Str("session", l.meta.ID).Time("last_activity", l.meta.LastActivity).Msg("expiring an old session")
-			if err := st.Remove(l.meta.ID); err != nil {
+			if err := st.Remove(l.meta.Person, l.meta.ID); err != nil {
 				log.Warn().Err(err).Msg("remove expired session")
 			}
 			continue

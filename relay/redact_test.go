@@ -150,7 +150,7 @@ func TestOldLogsReplayWithoutServerPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "old-session"
-	if err := st.SaveIndex(id, meta{ID: id, Person: "sebastian", Created: time.Now(), LastActivity: time.Now()}); err != nil {
+	if err := st.SaveIndex("sebastian", id, meta{ID: id, Person: "sebastian", Created: time.Now(), LastActivity: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	// As an older server logged them: a session with no paths to hide,

@@ -137,7 +137,7 @@ func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
 	httpapitest.Until(t, a, "text")
 	closeA()
 	// A crash: the log is left mid-turn, and a torn line at its end.
-	logPath := filepath.Join(state, "sessions", id, "events.ndjson")
+	logPath := filepath.Join(state, "persons", "sebastian", "sessions", id, "events.ndjson")
 	waitLogged(t, logPath, `"type":"text"`)
 	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -146,7 +146,7 @@ func TestCrashMidTurnIsClosedOnRestart(t *testing.T) {
 	copyDir(t, state, state+"-crash")
 	_, _ = f.WriteString(`{"t":1,"e":{"seq":999,"type":"te`)
 	f.Close()
-	copyFile(t, logPath, filepath.Join(state+"-crash", "sessions", id, "events.ndjson"))
+	copyFile(t, logPath, filepath.Join(state+"-crash", "persons", "sebastian", "sessions", id, "events.ndjson"))
 	h.shutdown()
 
 	h2 := newFakeHarness(t, harnessOpts{stateDir: state + "-crash"})
@@ -318,7 +318,7 @@ func TestPendingQuestionClosedAfterCrash(t *testing.T) {
 	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "[[ask]]"})
 	reqID, _ := waitAsk(t, a, "question")
 	closeA()
-	waitLogged(t, filepath.Join(state, "sessions", id, "events.ndjson"), reqID)
+	waitLogged(t, filepath.Join(state, "persons", "sebastian", "sessions", id, "events.ndjson"), reqID)
 	copyDir(t, state, state+"-crash") // what a crash leaves on disk
 	h.shutdown()
 

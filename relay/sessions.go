@@ -195,6 +195,9 @@ type Registry struct {
 	mu       sync.Mutex
 	byID     map[string]*Session
 	creating map[string]int // person → sessions being created
+	// away is the persons released to move to another server: none of
+	// their sessions is created until they are adopted again.
+	away     map[string]bool
 	shutdown bool
 	// redactors is each person's Redactor, built once (it resolves
 	// symbolic links, so not under mu).
@@ -242,7 +245,7 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 		return nil, fmt.Errorf("load sessions: %w", err)
 	}
 	for _, l := range expire(cfg.Store, s.log, loaded, cfg.TTL, cfg.Now()) {
-		l.events = readEvents(cfg.Store, s.log, l.meta.ID, s.redactor(l.meta.Person))
+		l.events = readEvents(cfg.Store, s.log, l.meta.Person, l.meta.ID, s.redactor(l.meta.Person))
 		if err := s.restore(l); err != nil {
 			s.log.Warn().Err(err).Str("session", l.meta.ID).Msg("could not restore session")
 		}
@@ -273,6 +276,8 @@ type Session struct {
 	log     zerolog.Logger
 	metrics *Metrics
 	turns   TurnObserver
+	// ending counts the turn ends whose work (commit, changes) runs.
+	ending atomic.Int32
 
 	mu    sync.Mutex
 	tr    *clientevent.Translator
@@ -813,6 +818,9 @@ func (r *Registry) GetOrCreate(id, person string) (*Session, error) {
 func (r *Registry) reserve(person string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.away[person] {
+		return ErrMoving
+	}
 	n := r.creating[person]
 	for _, c := range r.byID {
 		if c.Person == person {
@@ -891,8 +899,10 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 				return false
 			}
 			r.endings.Add(1)
+			c.ending.Add(1)
 			go func() {
 				defer r.endings.Done()
+				defer c.ending.Add(-1)
 				c.finishTurn(end, run)
 			}()
 			return true
@@ -905,8 +915,8 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		// The first index entry is saved before the session is used (a
 		// new session is not yet anyone's hot path); later ones are
 		// queued for the log writer.
-		if c.elog, err = r.cfg.Store.Open(m.ID); err == nil {
-			err = r.cfg.Store.SaveIndex(m.ID, m)
+		if c.elog, err = r.cfg.Store.Open(m.Person, m.ID); err == nil {
+			err = r.cfg.Store.SaveIndex(m.Person, m.ID, m)
 		}
 	}
 	var onNew func(*Event)
@@ -1006,7 +1016,11 @@ func (r *Registry) Get(id, person string) (*Session, error) {
 	}
 	r.mu.Lock()
 	c, ok := r.byID[id]
+	away := r.away[person]
 	r.mu.Unlock()
+	if away {
+		return nil, ErrMoving
+	}
 	if !ok || c.Person != person {
 		return nil, ErrNotFound
 	}
@@ -1032,7 +1046,7 @@ func (r *Registry) ClientText(person, text string) string {
 }
 
 func (r *Registry) active(person string) {
-	if r.cfg.Active != nil {
+	if r.cfg.Active != nil && !r.Moving(person) {
 		r.cfg.Active(person)
 	}
 }
@@ -1050,6 +1064,10 @@ func (r *Registry) allLocked() []*Session {
 func (r *Registry) sessionsOf(person string) []*Session {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.sessionsOfLocked(person)
+}
+
+func (r *Registry) sessionsOfLocked(person string) []*Session {
 	var out []*Session
 	for _, c := range r.byID {
 		if c.Person == person {
@@ -1097,7 +1115,7 @@ func (r *Registry) Clear(id, person string) bool {
 		_ = c.elog.Close()
 	}
 	if c.store != nil {
-		if err := c.store.Remove(id); err != nil {
+		if err := c.store.Remove(c.Person, id); err != nil {
 			r.log.Warn().Err(err).Str("session", id).Msg("remove session state")
 		}
 	}

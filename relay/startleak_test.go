@@ -24,12 +24,8 @@ func TestFailedStartLeavesNothingRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The sessions folder is a file: it cannot be listed.
-	sessions := filepath.Join(dir, "sessions")
-	if err := os.Remove(sessions); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(sessions, nil, 0o600); err != nil {
+	// The persons folder is a file: it cannot be listed.
+	if err := os.WriteFile(filepath.Join(dir, "persons"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := relay.NewRegistry(relay.RegistryConfig{Launcher: &relaytest.Launcher{}, Store: st, Logger: zerolog.Nop()}); err == nil {

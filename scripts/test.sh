@@ -50,7 +50,7 @@ phase bench env CGO_ENABLED=0 "$GO" test -count=1 -timeout 20m -short -run '^$' 
 # The packages whose tests take longest go first, so the short ones fill
 # the gaps at the end instead of one long package running alone there
 # (go test starts packages in the order given, two at a time).
-long="./cmd/major ./relay ./hooks ./supervisor ./vault ./mcpserver ./scriptedmodel"
+long="./cmd/major ./relay ./cluster ./hooks ./supervisor ./vault ./mcpserver ./scriptedmodel"
 mod=$("$GO" list -m)
 # shellcheck disable=SC2046,SC2086 # one argument per package
 pkgs="$long $("$GO" list ./... | sed "s|^$mod|.|" | grep -vxF $(printf -- '-e %s ' $long))"

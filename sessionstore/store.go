@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,13 +27,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/internal/atomicfile"
+	"github.com/majorhq/major/personstate"
 )
 
 // Store keeps the session index and every session's event log on disk,
-// under its directory:
+// in the folder of the session's person (personstate):
 //
-//	sessions/<id>/meta.json     the index entry, replaced atomically
-//	sessions/<id>/events.ndjson the event log, append-only
+//	persons/<person>/sessions/<id>/meta.json     the index entry, replaced atomically
+//	persons/<person>/sessions/<id>/events.ndjson the event log, append-only
 //
 // Why append-only files rather than an embedded database: the log is
 // written in order and read back whole, which is exactly what a file does,
@@ -55,7 +57,7 @@ type Store struct {
 
 // New opens (creating) a state directory.
 func New(dir string, log zerolog.Logger) (*Store, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "sessions"), 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	return &Store{dir: dir, log: log}, nil
@@ -64,16 +66,20 @@ func New(dir string, log zerolog.Logger) (*Store, error) {
 // Dir is the state directory.
 func (s *Store) Dir() string { return s.dir }
 
-// SessionDir is where session id's files are.
-func (s *Store) SessionDir(id string) string { return filepath.Join(s.dir, "sessions", id) }
+// SessionDir is where person's session id's files are.
+func (s *Store) SessionDir(person, id string) string {
+	return personstate.File(s.dir, person, personstate.SessionsDir, id)
+}
 
-// LogPath is session id's event log.
-func (s *Store) LogPath(id string) string { return filepath.Join(s.SessionDir(id), "events.ndjson") }
+// LogPath is person's session id's event log.
+func (s *Store) LogPath(person, id string) string {
+	return filepath.Join(s.SessionDir(person, id), "events.ndjson")
+}
 
-// SaveIndex replaces session id's index entry (entry as JSON) atomically:
-// write, fsync, rename.
-func (s *Store) SaveIndex(id string, entry any) error {
-	return saveIndex(s.SessionDir(id), entry)
+// SaveIndex replaces person's session id's index entry (entry as JSON)
+// atomically: write, fsync, rename.
+func (s *Store) SaveIndex(person, id string, entry any) error {
+	return saveIndex(s.SessionDir(person, id), entry)
 }
 
 func saveIndex(dir string, entry any) error {
@@ -87,9 +93,9 @@ func saveIndex(dir string, entry any) error {
 	return atomicfile.Write(filepath.Join(dir, "meta.json"), b)
 }
 
-// Remove deletes session id's files.
-func (s *Store) Remove(id string) error {
-	return os.RemoveAll(s.SessionDir(id))
+// Remove deletes person's session id's files.
+func (s *Store) Remove(person, id string) error {
+	return os.RemoveAll(s.SessionDir(person, id))
 }
 
 // Record is one event as the log keeps it: its seq and type, its turn,
@@ -157,17 +163,39 @@ func decode(line []byte) (Record, error) {
 	return Record{Seq: head.Seq, Type: head.Type, Turn: st.Turn, Terminal: st.Terminal, Line: st.Line}, nil
 }
 
-// Saved is one session's index entry as saved; its log is read with
-// ReadLog, one session at a time.
+// Saved is one session's index entry as saved, with the person whose
+// folder it is in; its log is read with ReadLog, one session at a time.
 type Saved struct {
-	ID    string
-	Index json.RawMessage
+	Person string
+	ID     string
+	Index  json.RawMessage
 }
 
-// Load reads every session's index entry. A session without a readable
-// index entry is skipped.
+// Load reads every person's sessions' index entries. A session without a
+// readable index entry is skipped.
 func (s *Store) Load() ([]Saved, error) {
-	entries, err := os.ReadDir(filepath.Join(s.dir, "sessions"))
+	persons, err := personstate.List(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Saved
+	for _, p := range persons {
+		saved, err := s.LoadPerson(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, saved...)
+	}
+	return out, nil
+}
+
+// LoadPerson reads the index entries of person's sessions (a person
+// taken in while the server runs).
+func (s *Store) LoadPerson(person string) ([]Saved, error) {
+	entries, err := os.ReadDir(personstate.File(s.dir, person, personstate.SessionsDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -176,13 +204,13 @@ func (s *Store) Load() ([]Saved, error) {
 		if !e.IsDir() {
 			continue
 		}
-		dir := s.SessionDir(e.Name())
+		dir := s.SessionDir(person, e.Name())
 		index, err := os.ReadFile(filepath.Join(dir, "meta.json"))
 		if err != nil {
 			s.log.Warn().Err(err).Str("dir", dir).Msg("session without a readable index entry; skipped")
 			continue
 		}
-		out = append(out, Saved{ID: e.Name(), Index: index})
+		out = append(out, Saved{Person: person, ID: e.Name(), Index: index})
 	}
 	return out, nil
 }
@@ -320,12 +348,12 @@ type readResult struct {
 // ErrClosed answers work asked of a Log after Close.
 var ErrClosed = errors.New("session log closed")
 
-// Open starts the writer of session id's log. Should the file not open,
-// the error is returned with a writer that still saves the index entry
-// (the events are kept in memory only).
-func (s *Store) Open(id string) (*Log, error) {
+// Open starts the writer of person's session id's log. Should the file
+// not open, the error is returned with a writer that still saves the
+// index entry (the events are kept in memory only).
+func (s *Store) Open(person, id string) (*Log, error) {
 	l := &Log{
-		path:        s.LogPath(id),
+		path:        s.LogPath(person, id),
 		log:         s.log.With().Str("session", id).Logger(),
 		syncFile:    s.SyncFile,
 		replaceFile: s.ReplaceFile,

@@ -23,7 +23,7 @@ func rec(seq int64, turn int, terminal bool) Record {
 // writeLog writes n records through a Log and returns them and the path.
 func writeLog(tb testing.TB, st *Store, id string, n int) ([]Record, string) {
 	tb.Helper()
-	l, err := st.Open(id)
+	l, err := st.Open("sebastian", id)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func writeLog(tb testing.TB, st *Store, id string, n int) ([]Record, string) {
 	if err := l.Close(); err != nil {
 		tb.Fatal(err)
 	}
-	return recs, st.LogPath(id)
+	return recs, st.LogPath("sebastian", id)
 }
 
 func equal(a, b Record) bool {
@@ -103,7 +103,7 @@ func TestBadLineInTheMiddleKeepsPrefix(t *testing.T) {
 func TestLoadSkipsASessionWithoutIndex(t *testing.T) {
 	st, _ := New(t.TempDir(), zerolog.Nop())
 	recs, _ := writeLog(t, st, "a", 4)
-	if err := st.SaveIndex("a", map[string]string{"id": "a"}); err != nil {
+	if err := st.SaveIndex("sebastian", "a", map[string]string{"id": "a"}); err != nil {
 		t.Fatal(err)
 	}
 	writeLog(t, st, "no-index", 4)
@@ -111,7 +111,7 @@ func TestLoadSkipsASessionWithoutIndex(t *testing.T) {
 	if err != nil || len(saved) != 1 || saved[0].ID != "a" || string(saved[0].Index) != `{"id":"a"}` {
 		t.Fatalf("load: %+v, %v", saved, err)
 	}
-	records, err := st.ReadLog(st.LogPath(saved[0].ID))
+	records, err := st.ReadLog(st.LogPath(saved[0].Person, saved[0].ID))
 	if err != nil || len(records) != 4 {
 		t.Fatalf("read log: %d records, %v", len(records), err)
 	}
@@ -120,10 +120,10 @@ func TestLoadSkipsASessionWithoutIndex(t *testing.T) {
 			t.Fatalf("record %d: %+v, want %+v", i, r, recs[i])
 		}
 	}
-	if err := st.Remove("a"); err != nil {
+	if err := st.Remove("sebastian", "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(st.SessionDir("a")); !os.IsNotExist(err) {
+	if _, err := os.Stat(st.SessionDir("sebastian", "a")); !os.IsNotExist(err) {
 		t.Fatal("a removed session's files remain")
 	}
 }
@@ -136,7 +136,7 @@ func TestLogRewritesInOrder(t *testing.T) {
 	st, _ := New(t.TempDir(), zerolog.Nop())
 	held := make(chan struct{})
 	st.SyncFile = func(f *os.File) error { <-held; return f.Sync() }
-	l, err := st.Open("s")
+	l, err := st.Open("sebastian", "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestLogRewritesInOrder(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 	l.Append(rec(10, 3, false)) // after Close: nothing
-	got, err := st.ReadLog(st.LogPath("s"))
+	got, err := st.ReadLog(st.LogPath("sebastian", "s"))
 	want := append(kept, later)
 	if err != nil || len(got) != len(want) {
 		t.Fatalf("log holds %d records (%v), want %d", len(got), err, len(want))
@@ -169,10 +169,10 @@ func TestLogRewritesInOrder(t *testing.T) {
 			t.Fatalf("record %d: %s, want %s", i, got[i].Line, want[i].Line)
 		}
 	}
-	if fi, _ := os.Stat(st.LogPath("s")); fi.Size() != l.Bytes() {
+	if fi, _ := os.Stat(st.LogPath("sebastian", "s")); fi.Size() != l.Bytes() {
 		t.Fatalf("file has %d bytes, the log reckons %d", fi.Size(), l.Bytes())
 	}
-	if b, _ := os.ReadFile(st.SessionDir("s") + "/meta.json"); string(b) != `{"n":2}` {
+	if b, _ := os.ReadFile(st.SessionDir("sebastian", "s") + "/meta.json"); string(b) != `{"n":2}` {
 		t.Fatalf("index entry %s", b)
 	}
 }
@@ -200,11 +200,11 @@ func TestParkAndRecords(t *testing.T) {
 	st, _ := New(t.TempDir(), zerolog.Nop())
 	var syncs int
 	st.SyncFile = func(f *os.File) error { syncs++; return f.Sync() }
-	l, err := st.Open("p")
+	l, err := st.Open("sebastian", "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := st.LogPath("p")
+	path := st.LogPath("sebastian", "p")
 	var all []Record
 	appendN := func(n int) {
 		for range n {
@@ -264,10 +264,10 @@ func TestParkAndRecords(t *testing.T) {
 // Park says so, and the session keeps its events in memory.
 func TestParkReportsAFailedLog(t *testing.T) {
 	st, _ := New(t.TempDir(), zerolog.Nop())
-	if err := os.MkdirAll(st.LogPath("f"), 0o700); err != nil { // a folder where the file goes
+	if err := os.MkdirAll(st.LogPath("sebastian", "f"), 0o700); err != nil { // a folder where the file goes
 		t.Fatal(err)
 	}
-	l, err := st.Open("f")
+	l, err := st.Open("sebastian", "f")
 	if err == nil {
 		t.Fatal("opened a log that is a folder")
 	}
@@ -290,7 +290,7 @@ func TestCompactOnTheWriter(t *testing.T) {
 		<-release
 		return os.WriteFile(path, b, 0o600)
 	}
-	l, err := st.Open("c")
+	l, err := st.Open("sebastian", "c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestCompactOnTheWriter(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if fi, _ := os.Stat(st.LogPath("c")); fi.Size() != l.Bytes() {
+	if fi, _ := os.Stat(st.LogPath("sebastian", "c")); fi.Size() != l.Bytes() {
 		t.Fatalf("file has %d bytes, the log reckons %d", fi.Size(), l.Bytes())
 	}
 }

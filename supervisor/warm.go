@@ -159,6 +159,47 @@ func (p *Pool) Touch(person string) {
 	}
 }
 
+// Release stops person's waiting processes and starts none for them
+// until they are active again (their state moves to another server: a
+// process waiting in their CLI home must not write to it). It returns
+// once none of theirs waits, or with ctx's error.
+func (p *Pool) Release(ctx context.Context, person string) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p.mu.Lock()
+		delete(p.active, person)
+		var ready []*warmProc
+		starting := false
+		for w := range p.warm {
+			if w.person != person {
+				continue
+			}
+			if w.proc == nil {
+				starting = true // stopped by the warm loop once started
+				continue
+			}
+			delete(p.warm, w)
+			ready = append(ready, w)
+		}
+		p.mu.Unlock()
+		for _, w := range ready {
+			w.stop()
+		}
+		p.mu.Lock()
+		p.signalLocked()
+		p.mu.Unlock()
+		if !starting {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("stop %s's waiting processes: %w", person, ctx.Err())
+		}
+	}
+}
+
 // PoolStats counts the pool's processes.
 type PoolStats struct {
 	// Live is every process alive or starting, waiting ones included.

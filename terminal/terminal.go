@@ -291,6 +291,29 @@ func (m *Manager) End(id string) bool {
 	return true
 }
 
+// EndPerson ends person's terminals, as End does, and returns once each
+// has handed its conversation back to its chat (or with ctx's error):
+// the person's state moves to another server. It reports how many ran.
+func (m *Manager) EndPerson(ctx context.Context, person string) (int, error) {
+	var theirs []*Terminal
+	for _, t := range m.all() {
+		if t.person == person {
+			theirs = append(theirs, t)
+		}
+	}
+	for _, t := range theirs {
+		t.kill()
+	}
+	for _, t := range theirs {
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			return len(theirs), fmt.Errorf("end %s's terminals: %w", person, ctx.Err())
+		}
+	}
+	return len(theirs), nil
+}
+
 // Live is how many terminals run.
 func (m *Manager) Live() int {
 	m.mu.Lock()

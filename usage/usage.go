@@ -1,7 +1,8 @@
 // Package usage keeps what each person's turns used per day (cost,
-// tokens, agent turns, time) in state-dir/usage.json, for the per-day
-// budget and GET /usage. It owns that file and its writer goroutine; it
-// must not decide budgets (relay does) or know sessions.
+// tokens, agent turns, time) in their folder of the state directory
+// (state-dir/persons/<person>/usage.json, see personstate), for the
+// per-day budget and GET /usage. It owns those files and their writer
+// goroutine; it must not decide budgets (relay does) or know sessions.
 package usage
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/internal/atomicfile"
+	"github.com/majorhq/major/personstate"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -68,43 +70,91 @@ func Sum(days []Day) Day {
 // Ledger sums every person's usage per day. It is kept apart from the
 // sessions, so clearing a chat does not reset what the person spent
 // today. Recording only updates memory; its own goroutine writes the
-// file (state-dir/usage.json), so a turn's end never waits on the disk.
+// changed persons' files, so a turn's end never waits on the disk.
 type Ledger struct {
-	path string
-	log  zerolog.Logger
+	dir string
+	log zerolog.Logger
 
 	mu    sync.Mutex
 	days  map[string]map[string]*Day // person → date → usage
-	dirty bool
+	dirty map[string]bool
 	wake  chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
+	// saving is held while files are written, so Release's own write
+	// and the writer's never cross.
+	saving sync.Mutex
 }
 
 // keepDays bounds the days the ledger keeps per person.
 const keepDays = 400
 
-// Open reads the ledger kept in dir (usage.json), or starts an empty one
-// (an unreadable file is logged and started over); dir "" keeps it in
-// memory only.
+// Open reads the usage of every person with a folder in the state
+// directory dir, or starts an empty one for a person whose file is
+// unreadable (logged); dir "" keeps it in memory only.
 func Open(dir string, log zerolog.Logger) *Ledger {
-	l := &Ledger{log: log, days: map[string]map[string]*Day{}, wake: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Ledger{dir: dir, log: log, days: map[string]map[string]*Day{}, dirty: map[string]bool{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if dir == "" {
 		close(l.done)
 		return l
 	}
-	l.path = filepath.Join(dir, "usage.json")
-	if b, err := os.ReadFile(l.path); err == nil {
-		if err := json.Unmarshal(b, &l.days); err != nil {
-			log.Warn().Err(err).Str("file", l.path).Msg("usage ledger unreadable; starting a new one")
-			l.days = map[string]map[string]*Day{}
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		log.Warn().Err(err).Str("file", l.path).Msg("usage ledger unreadable; starting a new one")
+	persons, err := personstate.List(dir)
+	if err != nil {
+		log.Warn().Err(err).Msg("usage ledger unreadable; starting a new one")
+	}
+	for _, p := range persons {
+		l.Load(p)
 	}
 	go l.run()
 	return l
+}
+
+// Load reads person's usage from their file, in place of what the ledger
+// held of them (a person taken in from another server).
+func (l *Ledger) Load(person string) {
+	if l.dir == "" {
+		return
+	}
+	path := personstate.File(l.dir, person, personstate.UsageFile)
+	days := map[string]*Day{}
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &days); err != nil {
+			l.log.Warn().Err(err).Str("file", path).Msg("usage ledger unreadable; starting a new one")
+			days = map[string]*Day{}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		l.log.Warn().Err(err).Str("file", path).Msg("usage ledger unreadable; starting a new one")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.dirty, person)
+	if len(days) == 0 {
+		delete(l.days, person)
+		return
+	}
+	l.days[person] = days
+}
+
+// Release writes person's usage to their file now and forgets it (a
+// person moving to another server); a later Add starts them anew.
+func (l *Ledger) Release(person string) error {
+	l.saving.Lock()
+	defer l.saving.Unlock()
+	l.mu.Lock()
+	days, dirty := l.days[person], l.dirty[person]
+	delete(l.days, person)
+	delete(l.dirty, person)
+	var b []byte
+	var err error
+	if dirty && l.dir != "" {
+		b, err = json.Marshal(days)
+	}
+	l.mu.Unlock()
+	if err != nil || b == nil {
+		return err
+	}
+	return l.write(person, b)
 }
 
 func dateOf(t time.Time) string { return t.UTC().Format("2006-01-02") }
@@ -139,7 +189,7 @@ func (l *Ledger) Add(person string, at time.Time, delta Day) {
 		}
 	}
 	d.plus(delta)
-	l.dirty = true
+	l.dirty[person] = true
 	l.mu.Unlock()
 	select {
 	case l.wake <- struct{}{}:
@@ -187,26 +237,41 @@ func (l *Ledger) run() {
 	}
 }
 
+// save writes the files of the persons whose usage changed.
 func (l *Ledger) save() {
+	l.saving.Lock()
+	defer l.saving.Unlock()
 	l.mu.Lock()
-	if !l.dirty {
-		l.mu.Unlock()
-		return
+	files := make(map[string][]byte, len(l.dirty))
+	for p := range l.dirty {
+		b, err := json.Marshal(l.days[p])
+		if err != nil {
+			l.log.Error().Err(err).Str("person", p).Msg("usage ledger not saved")
+			continue
+		}
+		files[p] = b
 	}
-	b, err := json.Marshal(l.days)
-	l.dirty = false
+	clear(l.dirty)
 	l.mu.Unlock()
-	if err == nil {
-		err = atomicfile.Write(l.path, b)
+	for p, b := range files {
+		if err := l.write(p, b); err != nil {
+			l.log.Error().Err(err).Str("person", p).Msg("usage ledger not saved")
+		}
 	}
-	if err != nil {
-		l.log.Error().Err(err).Msg("usage ledger not saved")
+}
+
+// write replaces person's file with b.
+func (l *Ledger) write(person string, b []byte) error {
+	path := personstate.File(l.dir, person, personstate.UsageFile)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
 	}
+	return atomicfile.Write(path, b)
 }
 
 // Close writes what is recorded and stops the writer; idempotent.
 func (l *Ledger) Close() {
-	if l.path != "" {
+	if l.dir != "" {
 		select {
 		case <-l.stop:
 		default:

@@ -1,11 +1,15 @@
 package usage_test
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/personstate"
 	"github.com/majorhq/major/supervisor"
 	"github.com/majorhq/major/usage"
 )
@@ -36,5 +40,37 @@ func TestLedgerSumsPerPersonAndDayAcrossRestarts(t *testing.T) {
 	total := usage.Sum(days)
 	if total.Messages != 3 || total.CostUSD != 1 || total.InputTokens != 10 || total.OutputTokens != 7 || total.Date != "2026-11-21/2026-11-23" {
 		t.Fatalf("total: %+v", total)
+	}
+}
+
+// Each person's usage is in their own folder; a person released (moved
+// away) is written and forgotten, and loaded again from their file.
+func TestLedgerKeepsEachPersonInTheirFolder(t *testing.T) {
+	dir := t.TempDir()
+	day := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	l := usage.Open(dir, zerolog.Nop())
+	defer l.Close()
+	l.Record("sebastian", day, &supervisor.Usage{CostUSD: 2})
+	l.Record("petra", day, &supervisor.Usage{CostUSD: 3})
+	if err := l.Release("petra"); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Spent("petra", day); got != 0 {
+		t.Fatalf("a released person still spent %v", got)
+	}
+	b, err := os.ReadFile(personstate.File(dir, "petra", personstate.UsageFile))
+	if err != nil || !strings.Contains(string(b), `"cost_usd":3`) {
+		t.Fatalf("petra's file: %s, %v", b, err)
+	}
+	l.Load("petra")
+	if got := l.Spent("petra", day); got != 3 {
+		t.Fatalf("loaded again, petra spent %v, want 3", got)
+	}
+	l.Close()
+	if b, err := os.ReadFile(personstate.File(dir, "sebastian", personstate.UsageFile)); err != nil || !strings.Contains(string(b), `"cost_usd":2`) {
+		t.Fatalf("sebastian's file: %s, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "usage.json")); err == nil {
+		t.Fatal("a file for everyone was written")
 	}
 }

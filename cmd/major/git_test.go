@@ -84,10 +84,10 @@ func TestTurnEndGitInTheVault(t *testing.T) {
 	// restarted" error is added to it.
 
 	// The state stays in the vault's dot-folder, and out of git.
-	if _, err := os.Stat(filepath.Join(state, "sessions")); err != nil {
+	if _, err := os.Stat(filepath.Join(state, "persons", "sebastian", "sessions")); err != nil {
 		t.Fatalf("state not kept in %s: %v", state, err)
 	}
-	if out, err := exec.Command("git", "-C", s.env.VaultRoot, "check-ignore", "-q", ".major-state/sessions").CombinedOutput(); err != nil {
+	if out, err := exec.Command("git", "-C", s.env.VaultRoot, "check-ignore", "-q", ".major-state/persons").CombinedOutput(); err != nil {
 		t.Fatalf("state dir not excluded from git: %v %s", err, out)
 	}
 	gitIn(t, s.env.VaultRoot, "add", "-A")

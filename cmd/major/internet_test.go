@@ -367,7 +367,7 @@ func TestBackupWhileServing(t *testing.T) {
 	if err := run(context.Background(), []string{"backup", "--state-dir", s.state, dest}, nil, &out, &errOut); err != nil {
 		t.Fatalf("backup: %v\n%s", err, errOut.String())
 	}
-	log, err := os.ReadFile(filepath.Join(dest, "sessions", chat.SessionID, "events.ndjson"))
+	log, err := os.ReadFile(filepath.Join(dest, "persons", "sebastian", "sessions", chat.SessionID, "events.ndjson"))
 	if err != nil || !strings.Contains(string(log), "kept safe") || !strings.HasSuffix(string(log), "\n") {
 		t.Fatalf("the copied log: %v\n%s", err, log)
 	}

@@ -119,7 +119,7 @@ func TestRefusesUnsafeLayout(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("run: %v, want an error containing %q", err, tc.want)
 			}
-			if _, err := os.Stat(filepath.Join(state, "sessions")); err == nil {
+			if _, err := os.Stat(filepath.Join(state, "persons")); err == nil {
 				t.Fatal("the refused state dir was created")
 			}
 		})

@@ -5,6 +5,7 @@
 //	major serve [flags]
 //	major token add|list|revoke --auth-file FILE ...
 //	major backup [--state-dir DIR] DEST
+//	major person export|import|list ...
 //
 // `major hook <callback id>` is run by a terminal's claude for each of its
 // hooks (see package hooks); people do not run it.
@@ -352,11 +353,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if len(args) > 0 && args[0] == "token" {
 		return token(args[1:], lookup(environ), stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "person" {
+		return person(ctx, args[1:], lookup(environ), stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "backup" {
 		return backup(ctx, args[1:], lookup(environ), stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(stderr, "usage: major serve [flags]   (major serve -h lists the flags)\n       major token add|list|revoke ...\n       major backup --state-dir DIR DEST")
+		fmt.Fprintln(stderr, "usage: major serve [flags]   (major serve -h lists the flags)\n       major token add|list|revoke ...\n       major backup --state-dir DIR DEST\n"+strings.Replace(personUsage, "usage: ", "       ", 1))
 		return errors.New("no command")
 	}
 	cfg, err := parseFlags(args[1:], lookup(environ), stderr)

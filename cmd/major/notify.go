@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -90,12 +89,13 @@ func preferences(raw []byte) (notify.Preferences, error) {
 	return p, p.Check()
 }
 
-// startNotify opens the notifications' state in state-dir/notify (the
-// VAPID key pair made on first start) and starts their senders; the
+// startNotify opens the notifications' state (the VAPID key pair in
+// state-dir/notify, made on first start; each person's devices and
+// settings in their folder) and starts their senders; the
 // owner's settings for each person come from the session configuration.
 // Action tokens live as long as a question may wait.
 func startNotify(n notifyFlags, stateDir string, askTimeout time.Duration, publicURL string, settings *sessionconfig.Store, log zerolog.Logger) (*notify.Service, error) {
-	cfg := notify.Config{StateDir: filepath.Join(stateDir, "notify"), PublicURL: publicURL, NotifyAfter: n.After,
+	cfg := notify.Config{StateDir: stateDir, PublicURL: publicURL, NotifyAfter: n.After,
 		ActionTimeout: askTimeout, AllowHosts: n.AllowHosts, Contact: n.Contact, NtfyContent: n.NtfyContent, Logger: log,
 		Configured: func(person string) *notify.Preferences {
 			raw := settings.Notifications(person)

@@ -97,25 +97,26 @@ func writeIdleSessions(tb testing.TB, stateDir string, n, turns int) {
 		}
 	}
 	sessions.Close()
-	events, err := os.ReadFile(st.LogPath(c.ID))
+	events, err := os.ReadFile(st.LogPath(c.Person, c.ID))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var m map[string]any
-	if b, err := os.ReadFile(filepath.Join(st.SessionDir(c.ID), "meta.json")); err != nil || json.Unmarshal(b, &m) != nil {
+	if b, err := os.ReadFile(filepath.Join(st.SessionDir(c.Person, c.ID), "meta.json")); err != nil || json.Unmarshal(b, &m) != nil {
 		tb.Fatalf("template index entry: %v", err)
 	}
 	for i := 1; i < n; i++ {
 		id := uuid.NewString()
 		m["id"] = id
-		m["person"] = []string{"sebastian", "petra"}[i%2]
-		if err := os.MkdirAll(st.SessionDir(id), 0o700); err != nil {
+		person := []string{"sebastian", "petra"}[i%2]
+		m["person"] = person
+		if err := os.MkdirAll(st.SessionDir(person, id), 0o700); err != nil {
 			tb.Fatal(err)
 		}
-		if err := os.WriteFile(st.LogPath(id), events, 0o600); err != nil {
+		if err := os.WriteFile(st.LogPath(person, id), events, 0o600); err != nil {
 			tb.Fatal(err)
 		}
-		if err := st.SaveIndex(id, m); err != nil {
+		if err := st.SaveIndex(person, id, m); err != nil {
 			tb.Fatal(err)
 		}
 	}

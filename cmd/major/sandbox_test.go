@@ -67,7 +67,7 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 	// reads what its server can open: nothing of petra's or the server's.
 	t.Run("an owner's MCP server", func(t *testing.T) {
 		id := s.newSessionAs(t, "sebastian")
-		for _, p := range []string{petraNote, authFile, liFile, filepath.Join(s.state, "usage.json")} {
+		for _, p := range []string{petraNote, authFile, liFile, filepath.Join(s.state, "persons", "sebastian", "usage.json")} {
 			got := s.chatIn(t, "sebastian", id, `[[tool mcp__probe__readfile {"location":"`+p+`"}]]`)
 			if !strings.Contains(got, "PROBE-READ") {
 				t.Fatalf("the probe did not answer: %q", got)
@@ -117,7 +117,7 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 		// (The state directory itself shows inside: the terminal's hook
 		// socket and settings are mounted at their paths in it; nothing
 		// else of it is there.)
-		screen := shell("cat "+petraNote+" "+authFile+" "+liFile+" "+filepath.Join(s.state, "usage.json")+" 2>&1 | tr -s '\\n' ' '; ls "+filepath.Join(s.state, "sessions")+" 2>&1; echo x > "+outside, "READ")
+		screen := shell("cat "+petraNote+" "+authFile+" "+liFile+" "+filepath.Join(s.state, "persons", "sebastian", "usage.json")+" 2>&1 | tr -s '\\n' ' '; ls "+filepath.Join(s.state, "persons")+" 2>&1; echo x > "+outside, "READ")
 		leaks(t, "the terminal's shell", screen)
 		if n := strings.Count(screen, "No such file"); n < 5 {
 			t.Errorf("the shell could open %d of the five: %s", 5-n, screen)
@@ -226,8 +226,10 @@ func TestConversationsMoveIntoTheirPersonsHome(t *testing.T) {
 	if err := os.Rename(own, shared); err != nil {
 		t.Fatalf("the conversation was not in the person's home: %v", err)
 	}
-	if err := os.RemoveAll(filepath.Join(s.state, "persons")); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{"sebastian", "petra"} {
+		if err := os.RemoveAll(filepath.Join(s.state, "persons", p, "home")); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	s = restart(t, s)

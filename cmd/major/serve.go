@@ -30,6 +30,7 @@ import (
 	"github.com/majorhq/major/httpapi"
 	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/mcpserver"
+	"github.com/majorhq/major/personstate"
 	"github.com/majorhq/major/readiness"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/sandbox"
@@ -112,6 +113,43 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
+	// The LinkedIn accounts and who publishes without asking are checked
+	// before anything is written.
+	accounts, err := linkedin.LoadConfig(cfg.LinkedInConfig)
+	if err != nil {
+		return err
+	}
+	if len(accounts) == 0 {
+		log.Warn().Msg("LinkedIn is not configured (--linkedin-config): the LinkedIn tools will say so to the model")
+	}
+	auto := map[string]bool{}
+	for _, p := range strings.Split(cfg.AutoPublish, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			auto[p] = true
+		}
+	}
+	for p := range accounts {
+		if err := checkPersons([]string{p}); err != nil {
+			return fmt.Errorf("--linkedin-config: %w", err)
+		}
+	}
+	for p := range auto {
+		if err := checkPersons([]string{p}); err != nil {
+			return fmt.Errorf("--linkedin-auto-publish: %w", err)
+		}
+	}
+	// One server at a time works in a state directory, and `major person`
+	// changes one only where none does.
+	unlock, err := lockState(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("--state-dir: %w: is a server running on it?", err)
+	}
+	defer unlock()
+	// Everything of a person is in their folder of the state directory;
+	// what an earlier server kept for all persons together moves there.
+	if _, err := personstate.Migrate(cfg.StateDir, log); err != nil {
+		return err
+	}
 	// Every person's CLI has a home of its own; what an earlier server
 	// kept of their conversations in the one home all shared moves there.
 	persons := tokens.Persons()
@@ -124,6 +162,15 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 	}
 	if _, err := clihome.Migrate(clihome.SharedConfigDir(lookup(cfg.Environ)), cfg.StateDir, dirs, log); err != nil {
 		log.Error().Err(err).Msg("some conversations of the shared CLI home could not be moved into their person's own; they do not resume until moved")
+	}
+	// A person imported from another server (major person import while
+	// none ran) finds their conversations where the CLI looks here.
+	if moved, err := personstate.List(cfg.StateDir); err == nil {
+		for _, p := range moved {
+			if err := settleMoved(cfg.StateDir, p, filepath.Join(vaultRoot, p)); err != nil {
+				log.Error().Err(err).Str("person", p).Msg("the imported person's conversations could not be moved to this server's path; they do not resume until moved")
+			}
+		}
 	}
 	var box *sandbox.Sandbox
 	unsandboxed := ""
@@ -227,22 +274,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 
 	git := vault.NewGitSync(vault.GitConfig{Root: vaultRoot, RemoteTimeout: cfg.GitRemoteTimeout, Logger: log})
 	defer git.Close()
-	accounts, err := linkedin.LoadConfig(cfg.LinkedInConfig)
-	if err != nil {
-		return err
-	}
-	if len(accounts) == 0 {
-		log.Warn().Msg("LinkedIn is not configured (--linkedin-config): the LinkedIn tools will say so to the model")
-	}
-	auto := map[string]bool{}
-	for _, p := range strings.Split(cfg.AutoPublish, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			auto[p] = true
-		}
-	}
 	// Publishes whose outcome LinkedIn left open are kept in the state
 	// directory, so a restart does not forget them (see Unconfirmed).
-	unconfirmed, err := mcpserver.OpenUnconfirmed(filepath.Join(cfg.StateDir, "linkedin-unconfirmed.json"), nil)
+	unconfirmed, err := mcpserver.OpenUnconfirmed(cfg.StateDir, nil)
 	if err != nil {
 		return err
 	}
@@ -257,16 +291,6 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		Unconfirmed: unconfirmed,
 		Logger:      log,
 	})
-	for p := range accounts {
-		if err := checkPersons([]string{p}); err != nil {
-			return fmt.Errorf("--linkedin-config: %w", err)
-		}
-	}
-	for p := range auto {
-		if err := checkPersons([]string{p}); err != nil {
-			return fmt.Errorf("--linkedin-auto-publish: %w", err)
-		}
-	}
 	pidDir := filepath.Join(cfg.StateDir, "pids")
 	if n := supervisor.CleanOrphans(pidDir, log); n > 0 {
 		log.Warn().Int("killed", n).Msg("cleaned up claude processes of a previous server")
@@ -362,6 +386,17 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		defer terminals.Close()
 	}
 
+	// `major person export` and `import` ask the server through a socket
+	// in the state directory; a person on the move is refused meanwhile.
+	mv := &mover{stateDir: cfg.StateDir, vaultRoot: vaultRoot, sessions: sessions, terminals: terminals, pool: pool,
+		notifier: notifier, unconfirmed: unconfirmed, log: log}
+	stopMover, err := mv.serve(ctx)
+	if err != nil {
+		log.Error().Err(err).Msg("persons cannot be moved while the server runs (major person export/import): stop it first")
+	} else {
+		defer stopMover()
+	}
+
 	// Old sessions expire while the server runs, not only at start.
 	expiry := assembly.StartExpiry(ctx, assembly.ExpiryConfig{Sessions: sessions, Logger: log})
 	defer expiry.Close()
@@ -390,6 +425,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// Pages of these origins (llm.html served elsewhere) may call the API.
 		CORSOrigins: cfg.CORSOrigins,
 		Unsandboxed: unsandboxed,
+		Moving:      mv.Moving,
 		// Files and notes a message carries, and the notes read back.
 		Attachments: attachments.New(attachments.Config{VaultRoot: vaultRoot, Limits: cfg.Attachments, Writes: git}),
 		Vault:       &vault.Guard{VaultRoot: vaultRoot},
