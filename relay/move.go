@@ -81,7 +81,7 @@ func (r *Registry) Release(ctx context.Context, person string) error {
 		c.mu.Lock()
 		c.notify.Settled(c.Person, c.ID, "")
 		c.mu.Unlock()
-		c.waitDraftStop()
+		c.waitTurnStop()
 		c.stream.Close()
 		c.mu.Lock()
 		c.persistLocked()
