@@ -774,7 +774,14 @@ func (c *Session) Info() SessionInfo {
 	if model == "" {
 		model = c.model
 	}
-	return SessionInfo{ID: c.ID, Title: c.redact.Text(c.title), Created: c.Created, LastActivity: c.lastActivity, State: string(c.cli.State()),
+	// A turn the relay still holds (its start not yet begun, or its end
+	// still being committed) is running, though its CLI may be idle: the
+	// session takes no terminal nor rewind until it is done.
+	state := c.cli.State()
+	if state == supervisor.StateIdle && c.queue.current != nil {
+		state = supervisor.StateRunning
+	}
+	return SessionInfo{ID: c.ID, Title: c.redact.Text(c.title), Created: c.Created, LastActivity: c.lastActivity, State: string(state),
 		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
 		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom}
 }

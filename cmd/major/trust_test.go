@@ -218,7 +218,7 @@ func TestSandboxOutputNeverFillsTheServersMemory(t *testing.T) {
 	}
 	// The session's log keeps no more of it than memory does: written
 	// by the turn's end, which the answer came after.
-	st, err := os.Stat(filepath.Join(s.state, "sessions", id, "events.ndjson"))
+	st, err := os.Stat(filepath.Join(s.state, "persons", "sebastian", "sessions", id, "events.ndjson"))
 	if err != nil {
 		t.Fatal(err)
 	}
