@@ -420,6 +420,35 @@ func TestCluster(t *testing.T) {
 	})
 
 	pa, pb := ofA[0], ofB[0]
+	step("a notification's action link reaches its person's server", func(t *testing.T) {
+		// A phone posts it with no header; the link names the person.
+		const route = `"route":"/api/claude/actions/:token"`
+		for _, p := range persons {
+			other := b
+			if on[p] == b {
+				other = a
+			}
+			mine, theirs := strings.Count(on[p].logs.String(), route), strings.Count(other.logs.String(), route)
+			resp, err := http.Post(proxy+"/api/claude/actions/not-a-token?person="+p, "application/json", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("%s's forged action: %s, want 403", p, resp.Status)
+			}
+			// The access line is written as the request ends.
+			for deadline := time.Now().Add(10 * time.Second); strings.Count(on[p].logs.String(), route) == mine; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s's action link never reached %s", p, on[p].name)
+				}
+			}
+			if n := strings.Count(other.logs.String(), route); n != theirs {
+				t.Fatalf("%s's action link reached %s too", p, other.name)
+			}
+		}
+	})
+
 	step("a note written through one server is in the other's clone after its sync", func(t *testing.T) {
 		// pb's notes were pushed by the second server before this write
 		// of pa's on the first, which pulls first; and the other way.

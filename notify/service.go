@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -469,7 +470,7 @@ func (s *Service) fire(key string, p *waiting, armed int) {
 			payload.Actions = nil
 			break
 		}
-		payload.Actions = append(payload.Actions, Action{Label: c.label, URL: s.cfg.PublicURL + "/api/claude/actions/" + tok})
+		payload.Actions = append(payload.Actions, Action{Label: c.label, URL: actionURL(s.cfg.PublicURL, tok, p.w.Person)})
 	}
 	s.deliverLocked(p.w.Person, payload)
 }
@@ -765,4 +766,12 @@ func (s *Service) Test(person string) []TestResult {
 // not empty, is who presents it. ErrInvalidToken or ErrTokenGone.
 func (s *Service) Redeem(token, person string) (Claim, error) {
 	return s.tokens.redeem(token, person, s.cfg.Clock.Now())
+}
+
+// actionURL is the link a notification's button posts to. The token
+// alone decides; the person in the query is for a proxy in front of
+// several servers, which routes by person (deploy/haproxy.cfg) and has
+// no other way to know whose link it is.
+func actionURL(public, token, person string) string {
+	return public + "/api/claude/actions/" + token + "?" + url.Values{"person": {person}}.Encode()
 }

@@ -41,7 +41,8 @@ func TestWebPushIsEncryptedAndSigned(t *testing.T) {
 		t.Fatalf("body %q", p.Body)
 	}
 	if len(p.Actions) != 2 || p.Actions[0].Label != "Red" || p.Actions[1].Label != "Blue" ||
-		!strings.HasPrefix(p.Actions[1].URL, "https://major.example/api/claude/actions/") {
+		!strings.HasPrefix(p.Actions[1].URL, "https://major.example/api/claude/actions/") ||
+		!strings.HasSuffix(p.Actions[1].URL, "?person=sebastian") {
 		t.Fatalf("actions %+v", p.Actions)
 	}
 	if sub := w.push.Pushes()[0].Subject; sub != notify.DefaultContact {
@@ -185,7 +186,8 @@ func actions(tb testing.TB, w *world, session, request string) []notify.Action {
 }
 
 func token(a notify.Action) string {
-	return a.URL[strings.LastIndex(a.URL, "/")+1:]
+	u, _, _ := strings.Cut(a.URL, "?")
+	return u[strings.LastIndex(u, "/")+1:]
 }
 
 // TestActionTokens: an action decides once, for its person, its session,
