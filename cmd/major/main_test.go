@@ -828,3 +828,50 @@ func TestConnectionAndSessionLimitFlags(t *testing.T) {
 		}
 	}
 }
+
+// `major --help` lists the commands and `major serve --help` (or a help
+// flag of another command) its flags, on stdout, as a success; a missing
+// or unknown command is still an error, with the commands on stderr.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args    []string
+		ok      bool
+		out     []string // on stdout
+		errText []string // on stderr
+	}{
+		{args: []string{"--help"}, ok: true, out: []string{"major serve", "major token", "major backup"}},
+		{args: []string{"-h"}, ok: true, out: []string{"major serve"}},
+		{args: []string{"help"}, ok: true, out: []string{"major serve"}},
+		{args: []string{"serve", "--help"}, ok: true, out: []string{"-vault-root", "-auth-file", "-addr", "MAJOR_ADDR"}},
+		{args: []string{"serve", "-h"}, ok: true, out: []string{"-vault-root"}},
+		{args: []string{"token", "--help"}, ok: true, out: []string{"major token add"}},
+		{args: []string{"token", "add", "--help"}, ok: true, out: []string{"-person", "-name"}},
+		{args: []string{"backup", "--help"}, ok: true, out: []string{"-state-dir"}},
+		{args: nil, ok: false, errText: []string{"major serve"}},
+		{args: []string{"bogus"}, ok: false, errText: []string{"major serve"}},
+		{args: []string{"serve", "--bogus"}, ok: false, errText: []string{"-vault-root"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			err := run(context.Background(), tt.args, nil, &stdout, &stderr)
+			if (err == nil) != tt.ok {
+				t.Fatalf("err %v; stdout %q; stderr %q", err, stdout.String(), stderr.String())
+			}
+			for _, want := range tt.out {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+				}
+			}
+			for _, want := range tt.errText {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+				}
+			}
+			if tt.ok && stderr.Len() > 0 {
+				t.Errorf("help wrote to stderr: %q", stderr.String())
+			}
+		})
+	}
+}
