@@ -314,6 +314,8 @@ type Session struct {
 	setMu sync.Mutex
 	// terminal: the conversation is open in a terminal (see terminal.go).
 	terminal bool
+	// stopping: the server shuts down; a turn it ends says so.
+	stopping bool
 	// imported is a conversation imported when the session was made
 	// (attached.go); lastCommit the session's newest commit known, so a
 	// turn's end tells its own (changes.go).
@@ -472,6 +474,10 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 		took = ev.Time.Sub(c.turnStarted)
 		failed = ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted)
 		c.metrics.turnEnded(took, failed, ev.Interrupted)
+		if c.stopping && (ev.Interrupted || errors.Is(ev.Err, supervisor.ErrClosed)) {
+			// The server's shutdown ended the turn, not the person.
+			ev.Interrupted, ev.Err = false, clientevent.ErrServerStopped
+		}
 	}
 	// Text held back for the next delta goes out before anything else:
 	// no delta follows it.
@@ -1135,6 +1141,9 @@ func (r *Registry) Shutdown(ctx context.Context) {
 	r.stop()
 	for _, c := range chats {
 		c.cancelQueue(ErrShutdown)
+		c.mu.Lock()
+		c.stopping = true
+		c.mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	for _, c := range chats {
@@ -1205,6 +1214,9 @@ func (r *Registry) Close() {
 	r.mu.Unlock()
 	for _, c := range chats {
 		c.cancelQueue(ErrShutdown)
+		c.mu.Lock()
+		c.stopping = true
+		c.mu.Unlock()
 	}
 	r.stop()
 	r.sweeps.Wait()
