@@ -340,7 +340,7 @@ func (l *Launcher) sandbox(person string, spec supervisor.Spec, conf config.Pers
 		return nil
 	}
 	box := extra
-	box.Dir = l.Dir(person)
+	box.Dir, box.Person = l.Dir(person), person
 	// Both must exist to be mounted; a person the auth file gained since
 	// the start has neither yet.
 	if err := os.MkdirAll(box.Dir, 0o755); err != nil {

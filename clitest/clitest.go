@@ -145,7 +145,8 @@ func resolved(tb testing.TB, bin string) string {
 // test's world (the other person's folder, the vault's root).
 func (e *Env) Sandbox(tb testing.TB, person string) []string {
 	tb.Helper()
-	sb, err := sandbox.New(context.Background(), sandbox.Config{Private: []string{e.VaultRoot}})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Private: []string{e.VaultRoot},
+		Limits: sandbox.DefaultLimits, Name: e.Home})
 	if err != nil {
 		tb.Fatalf("clitest: %v (scripts/install-bubblewrap.sh installs bubblewrap)", err)
 	}
@@ -153,7 +154,8 @@ func (e *Env) Sandbox(tb testing.TB, person string) []string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return sb.Command(sandbox.Box{Dir: e.Vault(person), Writable: []string{e.Home}, ReadOnly: []string{install}})
+	tb.Cleanup(sb.Close)
+	return sb.Command(sandbox.Box{Dir: e.Vault(person), Writable: []string{e.Home}, ReadOnly: []string{install}, Person: person})
 }
 
 // Gateway starts a model gateway (package gateway) on loopback in front of

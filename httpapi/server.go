@@ -289,6 +289,7 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		errors.Is(err, vault.ErrNotFile), errors.Is(err, vault.ErrNotFolder):
 		status, msg = http.StatusBadRequest, err.Error()
 	case errors.Is(err, relay.ErrNoChanges):
+		status, msg = http.StatusNotFound, err.Error()
 	case errors.Is(err, notify.ErrInvalidToken):
 		status, msg = http.StatusForbidden, err.Error()
 	case errors.Is(err, notify.ErrTokenGone):

@@ -31,7 +31,7 @@ var ErrRefused = errors.New("the assistant refused")
 // PermissionModes are the CLI permission modes a person may choose. None
 // of them skips a permission: bypassPermissions and dontAsk are never
 // offered, and the vault guard denies in its hook before any mode counts.
-var PermissionModes = []string{"default", "acceptEdits", "plan"}
+var PermissionModes = supervisor.PermissionModes
 
 // modelName is what a model name may look like (an alias such as "sonnet"
 // or an id such as "claude-sonnet-4-5", with a [1m] context suffix).
@@ -144,7 +144,10 @@ func (c *Session) noteReportedLocked(m *supervisor.Message) {
 	if m.Subtype == "init" && m.Model != "" && m.Model != c.model {
 		c.model, changed = m.Model, c.model != ""
 	}
-	if m.PermissionMode != "" && m.PermissionMode != c.mode {
+	// Only a mode a person may choose: a report of any other (a line
+	// something in the sandbox wrote onto the CLI's output, say) is
+	// not the session's.
+	if m.PermissionMode != "" && m.PermissionMode != c.mode && supervisor.ChoosableMode(m.PermissionMode) {
 		changed = changed || c.mode != ""
 		c.mode = m.PermissionMode
 	}

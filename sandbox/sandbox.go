@@ -47,6 +47,9 @@ type Sandbox struct {
 	system  []string
 	private []string
 	homes   []string
+	limits  Limits
+	groups  groups
+	prlimit string
 }
 
 // Config configures a Sandbox.
@@ -56,6 +59,14 @@ type Config struct {
 	// PATH is where a Bwrap without a slash is looked for; default the
 	// process's PATH.
 	PATH string
+	// Limits bound each person's sandboxes (file size, processes); a
+	// limit the machine cannot enforce is an error at New.
+	Limits Limits
+	// CgroupRoot is where the persons' pids groups are made, for tests;
+	// default the server's own pids cgroup. Name tells this server's
+	// groups from another's on the machine (its state directory).
+	CgroupRoot string
+	Name       string
 	// Root is the host's root, for tests of the command line; default "/".
 	Root string
 	// Private are the server's own files and folders (the vault root,
@@ -97,7 +108,15 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s not found: %s", ErrUnavailable, name, Install)
 	}
-	s := &Sandbox{bwrap: path, system: systemMounts(cfg.Root)}
+	s := &Sandbox{bwrap: path, system: systemMounts(cfg.Root), limits: cfg.Limits}
+	if cfg.Limits.FileSize > 0 {
+		if s.prlimit = findPrlimit(cfg.PATH); s.prlimit == "" {
+			return nil, fmt.Errorf("%w: prlimit (util-linux) not found, which limits the size of files a sandbox writes", ErrUnavailable)
+		}
+	}
+	if s.groups, err = newGroups(cfg.Limits.Processes, cfg.CgroupRoot, cfg.Name); err != nil {
+		return nil, fmt.Errorf("%w: a limit on each person's processes needs a pids cgroup: %v; or start with --sandbox-max-processes=0 (no limit)", ErrUnavailable, err)
+	}
 	s.private, s.homes = cleaned(cfg.Private), cleaned(cfg.Homes)
 	managed := cfg.ManagedSettings
 	if managed == "" {
@@ -129,6 +148,10 @@ func find(name, path string) (string, error) {
 	}
 	return "", exec.ErrNotFound
 }
+
+// Close removes what the sandbox made on the machine (the persons' pids
+// groups) once nothing runs in it any more.
+func (s *Sandbox) Close() { s.groups.close() }
 
 // probe runs `true` in a sandbox.
 func (s *Sandbox) probe(ctx context.Context) error {
@@ -182,6 +205,9 @@ type Box struct {
 	// starts a session of its own, with no controlling terminal, so
 	// nothing in it can push input into a terminal of the server's.
 	Terminal bool
+	// Person is whose sandbox it is: all of a person's sandboxes share
+	// one limit on processes (Limits.Processes).
+	Person string
 }
 
 // Mount is a host folder seen inside at At, writable or not.
@@ -246,7 +272,7 @@ func (s *Sandbox) Command(box Box, argv ...string) []string {
 		args = append(args, "--bind", box.Dir, box.Dir, "--chdir", box.Dir)
 	}
 	args = append(args, "--")
-	return append(args, argv...)
+	return s.wrap(box.Person, append(args, argv...))
 }
 
 // Refused is those of paths (a Box's Named) that Command leaves out

@@ -18,10 +18,11 @@ import (
 // rather than passing without the boundary.
 func newSandbox(tb testing.TB, private ...string) *sandbox.Sandbox {
 	tb.Helper()
-	sb, err := sandbox.New(context.Background(), sandbox.Config{Private: private})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Private: private, Limits: sandbox.DefaultLimits, Name: tb.TempDir()})
 	if err != nil {
 		tb.Fatalf("%v (scripts/install-bubblewrap.sh installs it)", err)
 	}
+	tb.Cleanup(sb.Close)
 	return sb
 }
 
@@ -31,7 +32,13 @@ func options(tb testing.TB, argv []string) (opts [][]string, command []string) {
 	tb.Helper()
 	arity := map[string]int{"--ro-bind": 2, "--ro-bind-try": 2, "--bind": 2, "--symlink": 2, "--proc": 1, "--dev": 1, "--tmpfs": 1,
 		"--chdir": 1, "--hostname": 1, "--cap-drop": 1}
-	for i := 1; i < len(argv); i++ {
+	// What comes before bwrap puts it in its person's group and under
+	// the file size limit (limits.go); the options are bwrap's.
+	start := slices.IndexFunc(argv, func(a string) bool { return filepath.Base(a) == "bwrap" })
+	if start < 0 {
+		tb.Fatalf("no bwrap in %q", argv)
+	}
+	for i := start + 1; i < len(argv); i++ {
 		if argv[i] == "--" {
 			return opts, argv[i+1:]
 		}

@@ -885,7 +885,7 @@ func (c *CLI) onMessage(p *Process, m *Message) {
 	if m.SessionID != "" && (m.Type == "result" || (m.Type == "system" && m.Subtype == "init")) {
 		c.cliSessionID = m.SessionID
 	}
-	if m.Type == "system" && m.PermissionMode != "" && c.settings.PermissionMode != "" {
+	if m.Type == "system" && m.PermissionMode != "" && c.settings.PermissionMode != "" && ChoosableMode(m.PermissionMode) {
 		// The CLI changes its mode itself (an approved plan ends plan
 		// mode); the next process starts in the mode it is in now.
 		c.settings.PermissionMode = m.PermissionMode
@@ -1226,7 +1226,7 @@ func (c *CLI) Configure(ctx context.Context, set Settings) error {
 	if err == nil && set.PermissionMode != old.PermissionMode && set.PermissionMode != "" {
 		var raw json.RawMessage
 		raw, err = p.Request(ctx, "set_permission_mode", map[string]any{"mode": set.PermissionMode})
-		if mode := modeInEffect(raw); err == nil && mode != "" && mode != set.PermissionMode {
+		if mode := modeInEffect(raw); err == nil && mode != "" && mode != set.PermissionMode && ChoosableMode(mode) {
 			// The CLI may put another mode in effect than the one asked
 			// for; the session has the one it is in.
 			c.log.Info().Str("asked", set.PermissionMode).Str("mode", mode).Msg("the CLI put another permission mode in effect")

@@ -113,6 +113,15 @@ func (s Spec) env(c Credential) []string {
 	return append(slices.Clone(s.Env), c.Env...)
 }
 
+// PermissionModes are the CLI permission modes a session may run in: a
+// person may choose each, and the CLI may move between them (an approved
+// plan ends plan mode). Modes that skip permissions (bypassPermissions,
+// dontAsk, auto) are never among them.
+var PermissionModes = []string{"default", "acceptEdits", "plan"}
+
+// ChoosableMode reports whether mode is one of PermissionModes.
+func ChoosableMode(mode string) bool { return slices.Contains(PermissionModes, mode) }
+
 // HookMatcher registers hook callback ids for tools matching Matcher (a
 // tool-name pattern such as "Read|Write").
 type HookMatcher struct {
@@ -152,7 +161,11 @@ func (s Spec) SessionArgs(resume string) []string {
 		args = append(args, "--disallowedTools="+strings.Join(s.DisallowedTools, ","))
 	}
 	if s.PermissionMode != "" {
-		args = append(args, "--permission-mode="+s.PermissionMode)
+		// A mode that skips permissions never reaches the command line,
+		// whatever set it: the CLI then starts in its default mode.
+		if ChoosableMode(s.PermissionMode) {
+			args = append(args, "--permission-mode="+s.PermissionMode)
+		}
 	}
 	if len(s.SDKMCPServers) > 0 {
 		servers := map[string]any{}

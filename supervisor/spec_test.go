@@ -12,7 +12,7 @@ func TestArgsJoinEveryValueToItsFlag(t *testing.T) {
 		Tools:           []string{"-Read", "Write"},
 		AllowedTools:    []string{"-Read"},
 		DisallowedTools: []string{"-Bash"},
-		PermissionMode:  "-default",
+		PermissionMode:  "plan",
 		SDKMCPServers:   []string{"linkedin"},
 		Model:           "-model",
 		MCPConfigFiles:  []string{"-mcp.json"},
@@ -27,7 +27,7 @@ func TestArgsJoinEveryValueToItsFlag(t *testing.T) {
 	for flag, value := range map[string]string{
 		"--input-format": "stream-json", "--output-format": "stream-json", "--permission-prompt-tool": "stdio",
 		"--system-prompt": "-starts with a dash", "--tools": "-Read,Write", "--allowedTools": "-Read",
-		"--disallowedTools": "-Bash", "--permission-mode": "-default", "--model": "-model", "--resume": "-resume-id",
+		"--disallowedTools": "-Bash", "--permission-mode": "plan", "--model": "-model", "--resume": "-resume-id",
 		"--mcp-config": `{"mcpServers":{"linkedin":{"name":"linkedin","type":"sdk"}}}`,
 		"--plugin-dir": "-plugins", "--settings": `{"disableBundledSkills":true}`,
 	} {
@@ -79,5 +79,20 @@ func TestFingerprintCoversTheLaunch(t *testing.T) {
 		if s.Fingerprint(dir) == fp {
 			t.Errorf("a changed %s kept the fingerprint", name)
 		}
+	}
+}
+
+// A permission mode that skips permissions, or any other that is not one
+// a person may choose, never reaches the command line.
+func TestArgsCarryOnlyChoosableModes(t *testing.T) {
+	for _, mode := range []string{"bypassPermissions", "dontAsk", "auto", "-default", "plan "} {
+		for _, a := range (Spec{PermissionMode: mode}).Args("") {
+			if strings.HasPrefix(a, "--permission-mode") {
+				t.Errorf("mode %q: %s", mode, a)
+			}
+		}
+	}
+	if !slices.Contains((Spec{PermissionMode: "default"}).Args(""), "--permission-mode=default") {
+		t.Error("default is not passed")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // The interactive CLI shows first-run screens that the stream-json
@@ -57,8 +59,10 @@ func (m *Manager) firstRunAnswered(l Launch, dir string) error {
 	if home == "" {
 		return errors.New("the CLI's configuration file is unknown: neither CLAUDE_CONFIG_DIR nor HOME is set")
 	}
-	m.configMu.Lock()
-	defer m.configMu.Unlock()
+	lock, _ := m.configLocks.LoadOrStore(home, &sync.Mutex{})
+	mu := lock.(*sync.Mutex)
+	mu.Lock()
+	defer mu.Unlock()
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return err
 	}
@@ -110,9 +114,11 @@ func (m *Manager) firstRunAnswered(l Launch, dir string) error {
 	return nil
 }
 
-// readIn reads name under root, only if it is a regular file.
+// readIn reads name under root, only if it is a regular file. It is
+// opened without waiting (a FIFO planted there would hold the open until
+// someone wrote to it), and refused unless it is a regular file.
 func readIn(root *os.Root, name string) ([]byte, error) {
-	f, err := root.Open(name)
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

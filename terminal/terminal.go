@@ -127,8 +127,10 @@ type Manager struct {
 	// session whose terminal is starting.
 	starting map[string]chan struct{}
 	closed   bool
-	// configMu orders the writes of the CLI's first-run answers.
-	configMu sync.Mutex
+	// configLocks order the writes of the CLI's first-run answers, one
+	// lock per CLI home (a person's), so one person's home never holds up
+	// another's terminal.
+	configLocks sync.Map // home → *sync.Mutex
 }
 
 // NewManager returns a Manager with no terminals.

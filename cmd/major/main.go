@@ -104,8 +104,10 @@ type config struct {
 	// notes.
 	Attachments attachments.Limits
 	// Sandbox runs every CLI in a bubblewrap sandbox of its person's
-	// (--sandbox=on, the default).
-	Sandbox bool
+	// (--sandbox=on, the default); SandboxLimits bound each person's
+	// (FileSize in MiB until parseFlags makes it bytes).
+	Sandbox       bool
+	SandboxLimits sandbox.Limits
 	// ManagedSettings is the folder of the machine's Claude Code managed
 	// settings, which every sandbox holds where the CLI reads them.
 	ManagedSettings string
@@ -206,6 +208,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	messageMiB := fs.Int("attachment-max-message-mb", 50, "most MiB the files of one message may have together (MAJOR_ATTACHMENT_MAX_MESSAGE_MB)")
 	fs.IntVar(&c.Attachments.ImageEdge, "attachment-image-edge", 2000, "longest side in pixels of an image the model is sent; a larger one is scaled down, the original kept (MAJOR_ATTACHMENT_IMAGE_EDGE)")
 	noteKiB := fs.Int("attach-note-max-kb", 100, "most KiB of one attached note (or text file) the model is sent; a longer one is cut with a line saying so (MAJOR_ATTACH_NOTE_MAX_KB)")
+	fs.Int64Var(&c.SandboxLimits.FileSize, "sandbox-max-file-mb", sandbox.DefaultLimits.FileSize>>20, "largest file, in MiB, a sandbox may write (MAJOR_SANDBOX_MAX_FILE_MB; 0: no limit)")
+	fs.IntVar(&c.SandboxLimits.Processes, "sandbox-max-processes", sandbox.DefaultLimits.Processes, "most processes (threads counted) one person's sandboxes may run together, through a pids cgroup (MAJOR_SANDBOX_MAX_PROCESSES; 0: no limit)")
 	sandboxMode := fs.String("sandbox", "on", "on: every claude, and all it starts, runs in a bubblewrap sandbox of its person's; off: without it, the vault guard is the only boundary and the terminal is refused (MAJOR_SANDBOX)")
 	fs.StringVar(&c.ManagedSettings, "claude-managed-settings", sandbox.ManagedSettingsDir, "the machine's Claude Code managed settings folder (its policy for every claude), read-only in every sandbox at "+sandbox.ManagedSettingsDir+" (MAJOR_CLAUDE_MANAGED_SETTINGS)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM, the chain after it), read again when it changes (MAJOR_TLS_CERT)")
@@ -262,6 +266,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	if err := c.Notify.parse(*pushAllow); err != nil {
 		return c, err
 	}
+	if c.SandboxLimits.FileSize < 0 || c.SandboxLimits.Processes < 0 {
+		return c, errors.New("--sandbox-max-file-mb and --sandbox-max-processes must be 0 (no limit) or more")
+	}
+	c.SandboxLimits.FileSize <<= 20
 	switch *sandboxMode {
 	case "on":
 		c.Sandbox = true

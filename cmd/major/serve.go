@@ -133,10 +133,12 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stdout io.Writer
 		// the CLI home all persons shared before); nor its home whole.
 		getenv := lookup(cfg.Environ)
 		private := []string{vaultRoot, cfg.StateDir, cfg.ConfigDir, cfg.AuthFile, cfg.LinkedInConfig, cfg.Notify.FCMCredentials, clihome.SharedConfigDir(getenv)}
-		box, err = sandbox.New(ctx, sandbox.Config{PATH: getenv("PATH"), ManagedSettings: cfg.ManagedSettings, Private: private, Homes: []string{getenv("HOME")}})
+		box, err = sandbox.New(ctx, sandbox.Config{PATH: getenv("PATH"), ManagedSettings: cfg.ManagedSettings, Private: private, Homes: []string{getenv("HOME")},
+			Limits: cfg.SandboxLimits, Name: cfg.StateDir})
 		if err != nil {
 			return err
 		}
+		defer box.Close()
 		if box.Holds(install) {
 			return fmt.Errorf("the CLI's install %s holds or is inside a folder of the server's (vault, state or configuration): every sandbox would see it; install the CLI elsewhere", install)
 		}

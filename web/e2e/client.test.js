@@ -690,7 +690,7 @@ describe('web client', () => {
 
       // The settings page lists the device and the person's choices.
       await page.getByRole('button', { name: 'Notifications' }).click();
-      await page.locator('.device', { hasText: 'e2e' }).waitFor();
+      await page.locator('#settings-view .device', { hasText: 'e2e' }).waitFor();
       assert.equal(await page.locator('#events input:checked').count(), 6, 'every event is chosen');
       await shot(page, '20-notifications');
       await page.getByRole('button', { name: 'Back to the chat' }).click();
@@ -704,6 +704,11 @@ describe('web client', () => {
     }
   });
 
+  // The elements that reach past the window's right edge, for a failure's message.
+  const widest = (p) => p.evaluate(() => [...document.querySelectorAll('body *')]
+    .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 && e.getClientRects().length)
+    .slice(0, 5).map((e) => `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}.${[...e.classList].join('.')} (${Math.round(e.getBoundingClientRect().right)}px)`).join(', '));
+
   step('phone width (dark): one column, chats in a drawer', async () => {
     const phone = await newClient({ width: 390, height: 844 }, stack.url, 'dark');
     await signIn(phone);
@@ -713,13 +718,18 @@ describe('web client', () => {
     await waitFor(phone, () => document.querySelectorAll('#transcript .msg').length > 4 && !document.querySelector('#transcript .running'), null, 'the chat on the phone');
     await new Promise((r) => setTimeout(r, 300));
     const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    assert.ok(overflow <= 0, `no sideways scrolling (${overflow}px too wide)`);
+    assert.ok(overflow <= 0, `no sideways scrolling (${overflow}px too wide: ${await widest(phone)})`);
     assert.equal(await phone.locator('#sidebar').isVisible(), false, 'the drawer closed after choosing a chat');
     await shot(phone, '13-phone');
     await phone.getByRole('button', { name: 'Show chats' }).click();
     await phone.locator('#sidebar').waitFor({ state: 'visible' });
     await new Promise((r) => setTimeout(r, 300));
     await shot(phone, '14-phone-drawer');
+    // The account's buttons are at the drawer's foot on a phone.
+    await phone.locator('#sidebar').getByRole('button', { name: 'Notifications' }).click();
+    await phone.locator('#settings-view').waitFor();
+    await phone.locator('#sidebar').waitFor({ state: 'hidden' });
+    await phone.getByRole('button', { name: 'Back to the chat' }).click();
     await phone.context().close();
   });
 });

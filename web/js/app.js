@@ -74,7 +74,7 @@ const notifications = new Notifications({
   deviceStatus: $('this-device-status'),
   deviceOn: $('device-on'),
   deviceOff: $('device-off'),
-  devices: $('devices'),
+  devices: $('push-devices'),
   devicesEmpty: $('devices-empty'),
   ntfyForm: $('ntfy-form'),
   ntfyURL: $('ntfy-url'),
@@ -696,6 +696,14 @@ function closeDrawer() {
   ui.scrim.hidden = true;
 }
 
+// The drawer's own Devices, Notifications and Sign out do what the top
+// bar's do (which a phone's width leaves no room for).
+for (const b of ui.sidebar.querySelectorAll('[data-opens]')) {
+  b.addEventListener('click', () => {
+    closeDrawer();
+    $(b.dataset.opens).click();
+  });
+}
 ui.menu.addEventListener('click', () => (ui.app.classList.contains('drawer-open') ? closeDrawer() : openDrawer()));
 ui.scrim.addEventListener('click', closeDrawer);
 document.addEventListener('keydown', (e) => {
