@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +56,14 @@ type SessionInfo struct {
 	SpentUSD float64 `json:"spent_usd"`
 	// ForkedFrom is the session this one was forked from.
 	ForkedFrom string `json:"forked_from,omitempty"`
+	// ModelName is the model in effect by the name a person reads
+	// (ModelName): the one chosen, else the one the CLI last reported;
+	// "" before either is known (the CLI's default model).
+	ModelName string `json:"model_name,omitempty"`
+	// Pinned chats come first in the list.
+	Pinned bool `json:"pinned,omitempty"`
+	// Match is, in search results, the text around what matched.
+	Match string `json:"match,omitempty"`
 }
 
 // SessionParams is what a Launcher needs to start a supervisor session.
@@ -316,6 +323,8 @@ type Session struct {
 	terminal bool
 	// stopping: the server shuts down; a turn it ends says so.
 	stopping bool
+	// pinned: the person pinned the chat on top of their list.
+	pinned bool
 	// imported is a conversation imported when the session was made
 	// (attached.go); lastCommit the session's newest commit known, so a
 	// turn's end tells its own (changes.go).
@@ -598,6 +607,13 @@ func (c *Session) observeLocked(ev *Event, body clientevent.Body) {
 		c.title = clientevent.OneLine(e.Message, 80)
 	}
 	switch ev.Type {
+	case "title":
+		// The person's own title (SetTitle), from the log after a restart.
+		if e, ok := body.(titleEvent); ok {
+			c.title = e.Title
+		} else if json.Unmarshal(ev.Line, &e) == nil && e.Title != "" {
+			c.title = e.Title
+		}
 	case "turn_start":
 		c.answerHead.Reset()
 	case "text":
@@ -726,7 +742,8 @@ func (c *Session) metaLocked() meta {
 	return meta{ID: c.ID, Person: c.Person, CLISessionID: c.cli.CLISessionID(), Title: c.title,
 		Created: c.Created, LastActivity: c.lastActivity,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		Effort: set.Effort, SpentUSD: c.spentLocked(), Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.LastEntry()}
+		Effort: set.Effort, SpentUSD: c.spentLocked(), Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.LastEntry(),
+		Pinned: c.pinned}
 }
 
 // History returns a copy of the session's messages, as its clients may
@@ -757,7 +774,7 @@ func (c *Session) Info() SessionInfo {
 	}
 	return SessionInfo{ID: c.ID, Title: c.redact.Text(c.title), Created: c.Created, LastActivity: c.lastActivity, State: string(c.cli.State()),
 		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom}
+		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom, ModelName: ModelName(model), Pinned: c.pinned}
 }
 
 // AttachInteractive counts a client that can answer questions until the
@@ -857,6 +874,7 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		fork:         m.Fork,
 		resumeAt:     m.ResumeAt,
 		forkedFrom:   m.ForkedFrom,
+		pinned:       m.Pinned,
 		notify:       r.cfg.Notifier,
 	}
 	if c.notify == nil {
@@ -1045,7 +1063,8 @@ func (r *Registry) sessionsOf(person string) []*Session {
 	return out
 }
 
-// List returns the person's sessions, most recently active first.
+// List returns the person's sessions, pinned ones first, then the most
+// recently active.
 func (r *Registry) List(person string) []SessionInfo {
 	r.active(person)
 	chats := r.sessionsOf(person)
@@ -1053,7 +1072,7 @@ func (r *Registry) List(person string) []SessionInfo {
 	for _, c := range chats {
 		out = append(out, c.Info())
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].LastActivity.After(out[j].LastActivity) })
+	sortChats(out)
 	return out
 }
 
