@@ -83,11 +83,15 @@ async function send(p, text) {
   await box.press('Enter');
 }
 
-// lastReply is the text of the newest assistant reply.
+// lastReply is the text of the newest assistant reply, without its
+// buttons (Copy, Regenerate).
 function lastReply(p) {
   return p.evaluate(() => {
     const all = document.querySelectorAll('#transcript .msg.assistant');
-    return all.length ? all[all.length - 1].textContent : '';
+    if (!all.length) return '';
+    const copy = all[all.length - 1].cloneNode(true);
+    for (const b of copy.querySelectorAll('.msg-actions, .copy-code')) b.remove();
+    return copy.textContent;
   });
 }
 
@@ -321,11 +325,15 @@ describe('web client', () => {
     await send(page, post);
     let card = page.locator('.card.permission');
     await card.waitFor();
-    await card.getByText('linkedin_post').first().waitFor();
+    // What is decided comes first, whole: the post's words, under a
+    // person's name for the tool.
+    await card.getByRole('heading', { name: 'Publish on LinkedIn?' }).waitFor();
+    assert.equal(await card.locator('.card-draft').textContent(), 'Notes on notes');
+    assert.ok(await card.locator('.card-draft').isVisible(), 'the words are shown, not folded away');
     await page2.locator('.card.permission').waitFor();
     await shot(page, '10-permission');
     await card.getByRole('button', { name: 'Deny' }).click();
-    await waitReply(page, 'Denied linkedin_post.');
+    await waitReply(page, 'Denied: Publish on LinkedIn.');
     assert.match(await lastReply(page), /denied/i);
     await waitFor(page2, () => !document.querySelector('.card'), null, 'the card to leave the second client');
     await waitIdle(page);
@@ -336,7 +344,7 @@ describe('web client', () => {
     // A post is approved for its own words only: no "for this session".
     assert.equal(await card.getByRole('button', { name: 'Allow for this session' }).count(), 0);
     await card.getByRole('button', { name: 'Allow', exact: true }).click();
-    await waitReply(page, 'Allowed linkedin_post.');
+    await waitReply(page, 'Allowed: Publish on LinkedIn.');
     await waitIdle(page);
 
     // The next post asks again.
@@ -344,7 +352,7 @@ describe('web client', () => {
     card = page.locator('.card.permission');
     await card.waitFor();
     await card.getByRole('button', { name: 'Deny' }).click();
-    await waitReply(page, 'Denied linkedin_post.');
+    await waitReply(page, 'Denied: Publish on LinkedIn.');
     await waitIdle(page);
   });
 
@@ -399,11 +407,11 @@ describe('web client', () => {
     await page.mouse.up();
     const card = page.locator('.card.permission');
     await card.waitFor();
-    await card.getByRole('heading', { name: /Publish with linkedin_post/ }).waitFor();
+    await card.getByRole('heading', { name: 'Publish on LinkedIn?' }).waitFor();
     assert.equal(await card.locator('.card-draft').textContent(), text, 'the card shows the exact words');
     await shot(page, '15-draft');
     await card.getByRole('button', { name: 'Deny' }).click();
-    await waitFor(page, () => /Declined linkedin_post/.test(document.querySelector('#transcript .answered')?.textContent || ''), null, 'the declined draft');
+    await waitFor(page, () => /Declined: Publish on LinkedIn/.test(document.querySelector('#transcript .answered')?.textContent || ''), null, 'the declined draft');
     assert.equal(await page.locator('.card').count(), 0);
   });
 
