@@ -64,10 +64,10 @@ function decision(tool, input) {
   if (lines) {
     return h('div', { class: 'card-edit' },
       typeof input.file_path === 'string' ? h('p', { class: 'card-file', text: input.file_path }) : null,
-      h('pre', { class: 'card-diff', 'aria-label': 'Lines taken out (−) and put in (+)' },
+      h('pre', { class: 'card-diff', tabindex: '0', 'aria-label': 'Lines taken out (−) and put in (+)' },
         lines.map((l) => h('span', { class: { '-': 'del', '+': 'ins', ' ': 'ctx' }[l.op], text: (l.op === ' ' ? '  ' : l.op + ' ') + l.text + '\n' }))));
   }
-  if (typeof input.command === 'string') return h('pre', { class: 'card-command', text: input.command });
+  if (typeof input.command === 'string') return h('pre', { class: 'card-command', tabindex: '0', text: input.command });
   const detail = toolDetail(input);
   return detail ? h('p', { class: 'card-detail', text: detail }) : null;
 }
@@ -93,6 +93,8 @@ function withCodeCopy(el) {
     if (pre.parentElement.classList.contains('code-block')) continue;
     const wrap = h('div', { class: 'code-block' });
     pre.replaceWith(wrap);
+    // A wide block scrolls sideways: from the keyboard too.
+    pre.tabIndex = 0;
     wrap.append(copyButton('Copy the code', () => pre.textContent, 'copy copy-code'), pre);
   }
   return el;
@@ -122,6 +124,9 @@ export class ChatView {
     this.segment = null; // its text part being written
     this.cards = new Map(); // request id -> {el, kind, tool}
     this.tools = new Map(); // tool call id -> its line
+    // calls are the inputs of the turn's latest call of each tool, as the
+    // model made it: the CLI asks about ExitPlanMode with an empty input.
+    this.calls = new Map();
     this.title = ''; // the title the person gave the chat, from its event
     // last is the newest turn's number, message and reply, for
     // regenerating it.
@@ -163,6 +168,7 @@ export class ChatView {
         this.addUser(ev.message || '', ev.attachments, ev.notes);
         this.openTurn();
         for (const b of this.root.querySelectorAll('.regenerate')) b.remove();
+        this.calls.clear();
         this.last = { turn: this.turns, message: ev.message || '', plain: !(ev.attachments || []).length && !(ev.notes || []).length, reply: this.turn };
         this.running = true;
         this.setStatus('');
@@ -191,6 +197,7 @@ export class ChatView {
         break;
       case 'tool':
         if (ev.name !== 'AskUserQuestion') this.addTool(ev.name, ev.input, ev.id);
+        this.calls.set(ev.name, ev.input);
         if (this.running) this.setStatus(`${toolName(ev.name)} ${toolDetail(ev.input)}`.trim());
         break;
       case 'tool_result':
@@ -366,7 +373,8 @@ export class ChatView {
     if (!line || !ev.is_error) return;
     const no = refused(ev.content);
     line.classList.add(no ? 'refused' : 'failed');
-    const said = (ev.content || '').replace(/<\/?tool_use_error>/g, '').trim();
+    // The CLI's wrapping of a hook's refusal says nothing to a person.
+    const said = (ev.content || '').replace(/<\/?tool_use_error>/g, '').replace(/^\s*\w+:\S+ hook error:\s*/, '').trim();
     line.append(h('span', { class: 'tool-outcome', text: (no ? 'Not allowed' : 'Failed') + (said ? ': ' + (said.length > 200 ? said.slice(0, 199) + '…' : said) : '') }));
   }
 
@@ -524,12 +532,13 @@ export class ChatView {
     // What the person decides on comes first and whole: a post's exact
     // words, the plan, an edit's lines; then why it asks, then the raw
     // request, folded.
-    const what = decision(ev.tool, ev.input);
+    const asked = ev.input && Object.keys(ev.input).length ? ev.input : this.calls.get(ev.tool);
+    const what = decision(ev.tool, asked);
     if (what) fields.appendChild(what);
     // The server's stock reason only names the tool again.
     if (ev.reason && ev.reason !== `${ev.tool} needs your permission.`) fields.appendChild(h('p', { class: 'card-reason', text: ev.reason }));
     const input = ev.input && Object.keys(ev.input).length ? JSON.stringify(ev.input, null, 2) : '';
-    if (input) fields.appendChild(h('details', { class: 'card-input' }, h('summary', { text: 'The whole request' }), h('pre', { text: input })));
+    if (input) fields.appendChild(h('details', { class: 'card-input' }, h('summary', { text: 'The whole request' }), h('pre', { tabindex: '0', text: input })));
     const answer = (behavior, remember) => this.settle(card, fields, () => this.actions.permission(ev.request_id, behavior, remember));
     fields.appendChild(h('div', { class: 'card-actions' },
       h('button', { type: 'button', class: 'primary', text: 'Allow', onclick: () => answer('allow', false) }),

@@ -210,6 +210,7 @@ function renderNode(n, doc) {
     // Wide tables scroll on their own, not the page.
     const wrap = doc.createElement('div');
     wrap.className = 'table-wrap';
+    wrap.tabIndex = 0;
     for (const c of n.children || []) el.appendChild(renderNode(c, doc));
     wrap.appendChild(el);
     return wrap;
