@@ -914,6 +914,16 @@ describe('web client', () => {
       await page.locator('#settings-view .device', { hasText: 'e2e' }).waitFor();
       assert.equal(await page.locator('#events input:checked').count(), 6, 'every event is chosen');
       await accessible(page, 'the notification settings');
+      // When the browser offers to install the app, the page offers it too.
+      assert.equal(await page.getByRole('button', { name: 'Install the app' }).isVisible(), false);
+      await page.evaluate(() => {
+        const offer = new Event('beforeinstallprompt', { cancelable: true });
+        offer.prompt = async () => { window.installAsked = true; };
+        window.dispatchEvent(offer);
+      });
+      await page.getByRole('button', { name: 'Install the app' }).click();
+      assert.equal(await page.evaluate(() => window.installAsked), true, 'the browser was asked to install the app');
+      await page.getByRole('button', { name: 'Install the app' }).waitFor({ state: 'hidden' });
       await shot(page, '20-notifications');
       await page.getByRole('button', { name: 'Back to the chat' }).click();
       await page.locator('#settings-view').waitFor({ state: 'hidden' });

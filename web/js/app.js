@@ -867,6 +867,28 @@ $('close-settings').addEventListener('click', () => {
   ui.message.focus();
 });
 
+// "Install the app" shows when the browser offers to install the page
+// as an app (it fires beforeinstallprompt once the manifest and service
+// worker qualify), and asks it to.
+let installOffer = null;
+const installButton = $('install-app');
+window.addEventListener('beforeinstallprompt', (e) => {
+  e.preventDefault();
+  installOffer = e;
+  installButton.hidden = false;
+});
+installButton.addEventListener('click', async () => {
+  if (!installOffer) return;
+  const offer = installOffer;
+  installOffer = null;
+  installButton.hidden = true;
+  await offer.prompt();
+});
+window.addEventListener('appinstalled', () => {
+  installOffer = null;
+  installButton.hidden = true;
+});
+
 // The server notifies only when no page of the person watches the chat:
 // this one says when it is hidden and seen again.
 document.addEventListener('visibilitychange', () => {

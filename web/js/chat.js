@@ -536,7 +536,8 @@ export class ChatView {
     const what = decision(ev.tool, asked);
     if (what) fields.appendChild(what);
     // The server's stock reason only names the tool again.
-    if (ev.reason && ev.reason !== `${ev.tool} needs your permission.`) fields.appendChild(h('p', { class: 'card-reason', text: ev.reason }));
+    const stock = [`${ev.tool} needs your permission.`, asked && asked.file_path];
+    if (ev.reason && !stock.includes(ev.reason)) fields.appendChild(h('p', { class: 'card-reason', text: ev.reason }));
     const input = ev.input && Object.keys(ev.input).length ? JSON.stringify(ev.input, null, 2) : '';
     if (input) fields.appendChild(h('details', { class: 'card-input' }, h('summary', { text: 'The whole request' }), h('pre', { tabindex: '0', text: input })));
     const answer = (behavior, remember) => this.settle(card, fields, () => this.actions.permission(ev.request_id, behavior, remember));
