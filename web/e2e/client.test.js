@@ -167,6 +167,9 @@ describe('web client', () => {
   step('sign-in rejects a wrong token and accepts the right one', async () => {
     page = await newClient();
     await page.getByLabel('Access token').waitFor();
+    // The first screen is usable within a second of the navigation.
+    const usable = await page.evaluate(() => performance.getEntriesByName('major-usable')[0]?.startTime);
+    assert.ok(usable > 0 && usable < 1000, `the sign-in page was usable after ${usable} ms`);
     await accessible(page, 'the sign-in page');
     await signIn(page, 'not-the-token');
     await waitFor(page, () => /not valid/.test(document.getElementById('signin-error').textContent), null, 'the sign-in error');
@@ -339,6 +342,7 @@ describe('web client', () => {
       return ids.length === 1 && ids[0] === id;
     }, other.id, 'only the chat with leeks');
     assert.match(await row(other.id).locator('.session-match').textContent(), /leeks/);
+    assert.ok(await page.locator('#controls').isVisible(), 'the open chat keeps its settings while the list shows a search');
     await shot(page, '25-search');
     await page.getByRole('searchbox', { name: 'Search chats' }).fill('nothing says this');
     await page.getByText('No chat has these words.').waitFor();
