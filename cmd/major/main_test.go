@@ -374,6 +374,21 @@ func TestServeFullStack(t *testing.T) {
 		evLines := bufio.NewScanner(events.Body)
 		for evLines.Scan() && !strings.Contains(evLines.Text(), "tick") {
 		}
+		// The compat client's chat: the other one running.
+		var listed struct {
+			Sessions []struct{ ID, State string }
+		}
+		if body := readAll(t, s.req(t, "GET", "/api/claude/sessions", "")); json.Unmarshal([]byte(body), &listed) != nil {
+			t.Fatalf("sessions: %s", body)
+		}
+		for _, c := range listed.Sessions {
+			if c.ID != id && c.State == "running" {
+				interrupted = c.ID
+			}
+		}
+		if interrupted == "" {
+			t.Fatalf("the compat client's chat is not running: %+v", listed)
+		}
 		// Two sessions' processes, and one waiting for the person's next
 		// new chat (recorded as it starts).
 		var pids []os.DirEntry
@@ -390,21 +405,18 @@ func TestServeFullStack(t *testing.T) {
 		for compatLines.Scan() {
 			last = compatLines.Text()
 		}
-		var done struct {
-			Type      string
-			SessionID string `json:"session_id"`
-		}
-		if err := json.Unmarshal([]byte(last), &done); err != nil || done.Type != "done" {
+		// A turn the shutdown stops says the server restarted.
+		var end struct{ Type, Message string }
+		if err := json.Unmarshal([]byte(last), &end); err != nil || end.Type != "error" || !strings.Contains(end.Message, "The server restarted") {
 			t.Fatalf("compat client's last line at shutdown: %s", last)
 		}
-		interrupted = done.SessionID
 		last = ""
 		for evLines.Scan() {
 			if !strings.Contains(evLines.Text(), `"ping"`) {
 				last = evLines.Text()
 			}
 		}
-		if !strings.Contains(last, `"type":"done"`) {
+		if !strings.Contains(last, `"type":"error"`) || !strings.Contains(last, `"kind":"restarted"`) {
 			t.Fatalf("events client's last line at shutdown: %s", last)
 		}
 		select {
