@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/majorhq/major/attachments"
 )
 
 // A title of the person's is one line of at most MaxTitle characters; a
@@ -188,4 +190,39 @@ func TestModelName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// What was said in a terminal shows in both histories once the terminal
+// closed, after a restart too, and the next message follows its last
+// entry.
+func TestTerminalTurnsShowInBothHistories(t *testing.T) {
+	st := newStore(t)
+	s := storedRegistry(t, st, RegistryConfig{})
+	chat, _ := s.GetOrCreate("", "sebastian")
+	publishAll(chat, answerTurn(t, "in the app", "app answer", "."))
+	chat.TerminalTurns([]attachments.HistoryEntry{{Role: "user", Content: "typed in the terminal"}, {Role: "assistant", Content: "answered there"}}, "entry-9")
+	if got := chat.LastEntry(); got != "entry-9" {
+		t.Fatalf("last entry %q", got)
+	}
+	check := func(c *Session) {
+		t.Helper()
+		var compat []string
+		for _, m := range c.History() {
+			compat = append(compat, m.Role+": "+m.Content)
+		}
+		if want := "user: in the app|assistant: app answer.|user: typed in the terminal|assistant: answered there"; strings.Join(compat, "|") != want {
+			t.Fatalf("history %q", compat)
+		}
+		rich := c.Messages()
+		if len(rich) != 4 || !rich[2].Terminal || !rich[3].Terminal || rich[0].Terminal || rich[3].Content != "answered there" {
+			t.Fatalf("rich history %+v", rich)
+		}
+	}
+	check(chat)
+	s.Close()
+	again, err := storedRegistry(t, st, RegistryConfig{}).Get(chat.ID, "sebastian")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(again)
 }

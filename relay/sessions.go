@@ -653,7 +653,8 @@ type chatHistory struct {
 // Session.observe.
 func (h *chatHistory) observe(ev *Event, body clientevent.Body) {
 	switch {
-	case ev.Type == "imported":
+	case ev.Type == "imported", ev.Type == "terminal_turns":
+		// Both carry {messages: [{role, content}]}.
 		var e importedEvent
 		_ = json.Unmarshal(ev.Line, &e)
 		for _, m := range e.Messages {

@@ -675,6 +675,10 @@ describe('web client', () => {
     await shot(page, '19-terminal-answer');
     await page.getByRole('button', { name: 'Back to the chat' }).click();
     await page.locator('#terminal-view').waitFor({ state: 'hidden' });
+    // What was said in the terminal shows in the chat.
+    await page.locator('#transcript > .msg.user.terminal', { hasText: '[[say Typed in the terminal]]' }).waitFor();
+    await page.locator('#transcript > .msg.assistant.terminal', { hasText: 'Typed in the terminal' }).waitFor();
+    await shot(page, '19b-terminal-turn-in-chat');
     // The chat continues the conversation, the terminal's turn included.
     await send(page, '[[recall]]');
     await waitReply(page, 'Typed in the terminal');

@@ -228,5 +228,5 @@ export const SHOWN_TYPES = [
   'question', 'question_answered', 'permission', 'permission_answered',
   'draft', 'draft_answered', 'settings', 'refused', 'rate_limit',
   'changes', 'imported', 'queued', 'queue_cancelled', 'steered',
-  'tool_result', 'title', 'rewound',
+  'tool_result', 'title', 'rewound', 'terminal_turns',
 ];

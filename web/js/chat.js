@@ -253,6 +253,14 @@ export class ChatView {
       case 'imported':
         this.addImported(ev.messages || []);
         break;
+      case 'terminal_turns':
+        this.flush();
+        this.closeTurn();
+        // The newest answer is the terminal's now: none to regenerate.
+        for (const b of this.root.querySelectorAll('.regenerate')) b.remove();
+        this.last = null;
+        this.addImported(ev.messages || [], 'terminal');
+        break;
       default:
         return;
     }
@@ -291,16 +299,19 @@ export class ChatView {
     if (this.last && this.last.turn >= turn) this.last = null;
   }
 
-  // addImported shows a conversation imported when the chat was made.
-  addImported(messages) {
+  // addImported shows a conversation imported when the chat was made, or
+  // (from 'terminal') what was said in the chat's terminal.
+  addImported(messages, from = 'imported') {
+    const terminal = from === 'terminal';
+    if (terminal && messages.length) this.root.appendChild(h('div', { class: 'note', text: 'In the terminal:' }));
     for (const m of messages) {
       this.messages++;
       const role = m.role === 'assistant' ? 'assistant' : 'user';
-      this.root.appendChild(h('div', { class: `msg ${role} imported` },
-        role === 'user' ? h('div', { class: 'bubble', 'aria-label': 'You said earlier' }, plain(m.content || ''))
+      this.root.appendChild(h('div', { class: `msg ${role} ${from}` },
+        role === 'user' ? h('div', { class: 'bubble', 'aria-label': terminal ? 'You said in the terminal' : 'You said earlier' }, plain(m.content || ''))
           : withCodeCopy(h('div', { class: 'md' }, render(parse(m.content || ''))))));
     }
-    if (messages.length) this.root.appendChild(h('div', { class: 'note', text: 'Earlier conversation, imported.' }));
+    if (messages.length && !terminal) this.root.appendChild(h('div', { class: 'note', text: 'Earlier conversation, imported.' }));
   }
 
   // addChanges offers what the turn changed in the person's notes: a line
