@@ -667,6 +667,25 @@ describe('web client', () => {
     // xterm.js styles its cells inline: under the page's policy too.
     assert.deepEqual(await page.evaluate(() => window.cspViolations), [], 'the terminal breaks no rule of the policy');
     assert.ok(await page.evaluate(() => document.querySelectorAll('#terminal style').length > 0 && [...document.querySelectorAll('#terminal style')].every((s) => s.sheet)), 'the terminal\'s style elements apply');
+    // The signs Claude Code draws come from the vendored fonts, so none is
+    // a box: each one is drawn unlike a character no font has (U+2427, in
+    // the symbols fonts' range, so their own box is the one compared).
+    const drawn = await page.evaluate(async () => {
+      await document.fonts.ready;
+      const stack = '28px "Major Mono", "Major Symbols", "Major Symbols 1", monospace';
+      await Promise.all(['⎿⏵✻●❯─a\u2427'].map((t) => document.fonts.load(stack, t)));
+      const c = document.createElement('canvas');
+      const g = c.getContext('2d');
+      const pixels = (ch) => {
+        c.width = 40; c.height = 40;
+        g.font = stack;
+        g.fillText(ch, 4, 30);
+        return Array.from(g.getImageData(0, 0, 40, 40).data).join(',');
+      };
+      const box = pixels('\u2427');
+      return Object.fromEntries([...'⎿⏵✻●❯─a'].map((ch) => [ch, pixels(ch) !== box]));
+    });
+    assert.deepEqual(drawn, { '⎿': true, '⏵': true, '✻': true, '●': true, '❯': true, '─': true, a: true }, 'the CLI\'s signs have glyphs');
     await shot(page, '18-terminal');
     await page.keyboard.type('[[say Typed in the terminal]]');
     await page.keyboard.press('Enter');
