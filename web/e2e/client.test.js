@@ -475,6 +475,22 @@ describe('web client', () => {
     await waitIdle(page);
   });
 
+  step('a question card is answered from the keyboard alone', async () => {
+    await send(page, '[[ask]]');
+    await page.locator('.card.question').waitFor();
+    await page.getByLabel('Message').focus();
+    // Back from the composer, the way a keyboard goes, to the card's option.
+    let reached = false;
+    for (let i = 0; i < 40 && !reached; i++) {
+      await page.keyboard.press('Shift+Tab');
+      reached = await page.evaluate(() => !!document.activeElement.closest('.card.question') && /Blue/.test(document.activeElement.textContent));
+    }
+    assert.ok(reached, 'the option is reachable with Shift+Tab from the composer');
+    await page.keyboard.press('Enter');
+    await waitReply(page, '"Which color?"="Blue"');
+    await waitIdle(page);
+  });
+
   step('permission prompts: deny, then allow; each post asks on its own', async () => {
     const post = '[[tool mcp__linkedin__linkedin_post {"text":"Notes on notes"}]]';
     await send(page, post);
@@ -996,7 +1012,19 @@ describe('web client', () => {
     await phone.getByRole('button', { name: 'Show chats' }).click();
     await phone.locator('#sidebar').waitFor({ state: 'visible' });
     await new Promise((r) => setTimeout(r, 300));
+    // In the drawer, a chat's options and the search work as on a laptop,
+    // and titles keep most of their width.
+    const row = phone.locator(`.session-row[data-session-id="${sessionID}"]`);
+    const width = await row.locator('.session-title').evaluate((e) => e.getBoundingClientRect().width);
+    assert.ok(width >= 180, `the chat's title has room in the drawer: ${width}px`);
+    await row.locator('.session-more').click();
+    await row.getByRole('button', { name: 'Rename' }).waitFor();
     await shot(phone, '14-phone-drawer');
+    await phone.keyboard.press('Escape');
+    await phone.locator('#sidebar').waitFor({ state: 'visible' });
+    await phone.getByRole('searchbox', { name: 'Search chats' }).fill('Greetings');
+    await waitFor(phone, (id) => [...document.querySelectorAll('#sessions > li')].some((e) => e.dataset.sessionId === id), sessionID, 'the chat found on the phone');
+    await phone.getByRole('searchbox', { name: 'Search chats' }).fill('');
     // The account's buttons are at the drawer's foot on a phone.
     await phone.locator('#sidebar').getByRole('button', { name: 'Notifications' }).click();
     await phone.locator('#settings-view').waitFor();
