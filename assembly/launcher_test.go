@@ -148,8 +148,12 @@ func TestSpec(t *testing.T) {
 				}
 			}
 			for _, tool := range append(assembly.FileTools(), assembly.WebTools()...) {
-				if !allowed[tool] {
+				edit := slices.Contains(assembly.EditTools(), tool)
+				if !allowed[tool] && !edit {
 					t.Errorf("%s is asked; file and web tools run without asking", tool)
+				}
+				if allowed[tool] && edit {
+					t.Errorf("%s is in the allowed set: it would run without asking in default mode", tool)
 				}
 			}
 			if !allowed["mcp__linkedin__linkedin_read_comments"] {

@@ -163,9 +163,19 @@ func otherResultFailure(m *supervisor.Message) failure {
 	return f
 }
 
+// ErrServerStopped ends a turn the server stopped as it shut down (to
+// restart, as a rule): the person reads that the server restarted, as
+// after a crash (Restarted), not that they interrupted it.
+var ErrServerStopped = errors.New("the server stopped during the turn")
+
+// restartedMessage is what the person reads of a turn a restart ended.
+const restartedMessage = "The server restarted during this turn; send your message again to continue."
+
 // turnFailure classifies a turn that ended without a result.
 func turnFailure(err error) failure {
 	switch {
+	case errors.Is(err, ErrServerStopped):
+		return failure{kind: KindRestarted, message: restartedMessage}
 	case errors.Is(err, supervisor.ErrStalled):
 		return failure{kind: KindStalled, message: "The assistant stopped responding and was restarted. Please send your message again."}
 	case errors.Is(err, supervisor.ErrClosed):
@@ -181,6 +191,6 @@ func turnFailure(err error) failure {
 // Restarted is the error event that closes a turn the server was running
 // when it stopped.
 func Restarted() Error {
-	f := failure{kind: KindRestarted, message: "The server restarted during this turn; send your message again to continue."}
+	f := failure{kind: KindRestarted, message: restartedMessage}
 	return f.event(Summary{Outcome: "error"})
 }

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/rs/zerolog"
 
@@ -297,3 +298,29 @@ func Rehome(stateDir, person, from, dir string) error {
 	_ = os.Remove(src) // kept if something stayed
 	return nil
 }
+
+// OpenTranscript opens, for reading, the transcript the CLI keeps in home
+// of conversation id run in dir. The person's sandbox writes the home: a
+// link anywhere on the way, or anything but a regular file, is refused,
+// and a FIFO planted there never holds the caller.
+func OpenTranscript(home, dir, id string) (*os.File, error) {
+	if !conversationID.MatchString(id) {
+		return nil, fmt.Errorf("open transcript: %q is not a conversation id", id)
+	}
+	folder := filepath.Join(ConfigDir(home), "projects", ProjectName(dir))
+	if err := noLinks(home, folder); err != nil {
+		return nil, fmt.Errorf("open transcript: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(folder, id+".jsonl"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open transcript: %w", err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fmt.Errorf("open transcript: %s is not a regular file", f.Name())
+	}
+	return f, nil
+}
+
+// conversationID is the form of a CLI conversation's id.
+var conversationID = regexp.MustCompile(`^[0-9a-fA-F-]{36}$`)

@@ -3,6 +3,7 @@ package clihome_test
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -152,5 +153,76 @@ func TestRehome(t *testing.T) {
 	}
 	if err := clihome.Rehome(state, "petra", dir, dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A transcript is opened only as a regular file reached without a link:
+// the person's sandbox writes the home, and could plant either.
+func TestOpenTranscriptRefusesLinksAndFIFOs(t *testing.T) {
+	home := t.TempDir()
+	dir := "/vault/sebastian"
+	id := "0f8b6f4e-6a55-4c55-9f43-1d2f6e8c1a10"
+	folder := filepath.Join(clihome.ConfigDir(home), "projects", clihome.ProjectName(dir))
+	if err := os.MkdirAll(folder, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("not yours"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		plant func(t *testing.T, file string)
+		ok    bool
+	}{
+		{name: "a regular file", ok: true, plant: func(t *testing.T, file string) {
+			if err := os.WriteFile(file, []byte("{}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a link to another file", plant: func(t *testing.T, file string) {
+			if err := os.Symlink(secret, file); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a FIFO", plant: func(t *testing.T, file string) {
+			if err := syscall.Mkfifo(file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "missing", plant: func(*testing.T, string) {}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(folder, id+".jsonl")
+			_ = os.Remove(file)
+			tc.plant(t, file)
+			f, err := clihome.OpenTranscript(home, dir, id)
+			if (err == nil) != tc.ok {
+				t.Fatalf("OpenTranscript: %v, want ok=%v", err, tc.ok)
+			}
+			if f != nil {
+				f.Close()
+			}
+		})
+	}
+	t.Run("a link on the way", func(t *testing.T) {
+		other := t.TempDir()
+		if err := os.WriteFile(filepath.Join(other, id+".jsonl"), []byte("{}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(folder); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(other, folder); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := clihome.OpenTranscript(home, dir, id); err == nil {
+			f.Close()
+			t.Fatal("opened through a linked folder")
+		}
+	})
+	if _, err := clihome.OpenTranscript(home, dir, "../../etc/passwd"); err == nil {
+		t.Fatal("a path for an id was taken")
 	}
 }

@@ -336,7 +336,7 @@ func TestVaultGuardAndCommitTurnThroughCLI(t *testing.T) {
 	if err := h.CommitTurn(context.Background(), "sebastian", "guard-1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := git(t, root, "show", "--name-only", "--format=%s", "HEAD"); got != "Session guard-1: changes in sebastian's vault\n\nsebastian/new.md" {
+	if got := git(t, root, "show", "--name-only", "--format=%s", "HEAD"); got != "sebastian: 1 note changed (new.md)\n\nsebastian/new.md" {
 		t.Fatalf("turn commit = %q", got)
 	}
 	if got := git(t, root, "status", "--porcelain"); got != "?? petra/draft.md" {

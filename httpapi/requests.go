@@ -232,6 +232,44 @@ func (r *modelRequest) validate() error {
 	return nil
 }
 
+// titleRequest gives a chat a title (the relay checks its length).
+type titleRequest struct {
+	Title string `json:"title"`
+}
+
+func (r *titleRequest) fromForm(v url.Values) error {
+	r.Title = v.Get("title")
+	return nil
+}
+
+func (r *titleRequest) validate() error {
+	if strings.TrimSpace(r.Title) == "" {
+		return badRequest("title is required")
+	}
+	return nil
+}
+
+// pinRequest pins a chat or unpins it.
+type pinRequest struct {
+	Pinned *bool `json:"pinned"`
+}
+
+func (r *pinRequest) fromForm(v url.Values) error {
+	b, err := strconv.ParseBool(v.Get("pinned"))
+	if err != nil {
+		return badRequest("pinned must be true or false")
+	}
+	r.Pinned = &b
+	return nil
+}
+
+func (r *pinRequest) validate() error {
+	if r.Pinned == nil {
+		return badRequest("pinned (true or false) is required")
+	}
+	return nil
+}
+
 // permissionModeRequest sets a session's permission mode.
 type permissionModeRequest struct {
 	Mode string `json:"mode"`

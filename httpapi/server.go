@@ -157,6 +157,9 @@ func NewServer(cfg Config) *Server {
 	api.POST("/sessions/:id/answer", s.answer)
 	api.POST("/sessions/:id/permission", s.permission)
 	api.GET("/sessions/:id", s.getSession)
+	api.DELETE("/sessions/:id", s.deleteSession)
+	api.POST("/sessions/:id/title", s.setTitle)
+	api.POST("/sessions/:id/pin", s.setPinned)
 	api.POST("/sessions/:id/model", s.setModel)
 	api.POST("/sessions/:id/permission-mode", s.setPermissionMode)
 	api.POST("/sessions/:id/thinking", s.setThinking)
@@ -610,8 +613,64 @@ func (s *Server) history(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "messages": chat.History()})
 }
 
+// listSessions lists the person's chats, pinned ones first; with ?q=
+// only those whose title or messages hold every word of q, the most
+// recently active first.
 func (s *Server) listSessions(c *gin.Context) {
+	if q, ok := c.GetQuery("q"); ok {
+		if len(q) > relay.MaxQuery {
+			s.fail(c, badRequest("q is longer than %d bytes", relay.MaxQuery))
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"sessions": s.cfg.Registry.Search(personOf(c), q)})
+		return
+	}
 	c.JSON(http.StatusOK, gin.H{"sessions": s.cfg.Registry.List(personOf(c))})
+}
+
+// deleteSession ends the person's chat and removes it with its history,
+// as /clear does (404 for a chat that is not theirs).
+func (s *Server) deleteSession(c *gin.Context) {
+	id := c.Param("id")
+	if !s.cfg.Registry.Clear(id, personOf(c)) {
+		s.fail(c, relay.ErrNotFound)
+		return
+	}
+	if s.cfg.Terminals != nil {
+		s.cfg.Terminals.End(id)
+	}
+	c.JSON(http.StatusOK, gin.H{"deleted": true})
+}
+
+// setTitle gives the chat a title of the person's.
+func (s *Server) setTitle(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	var req titleRequest
+	if !s.bind(c, &req) {
+		return
+	}
+	if err := chat.SetTitle(req.Title); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, chat.Info())
+}
+
+// setPinned pins the chat on top of the person's list or unpins it.
+func (s *Server) setPinned(c *gin.Context) {
+	chat, ok := s.session(c)
+	if !ok {
+		return
+	}
+	var req pinRequest
+	if !s.bind(c, &req) {
+		return
+	}
+	chat.SetPinned(*req.Pinned)
+	c.JSON(http.StatusOK, chat.Info())
 }
 
 func (s *Server) createSession(c *gin.Context) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
 
 	"github.com/majorhq/major/linkedin"
 	"github.com/majorhq/major/vault"
@@ -83,7 +84,8 @@ func (s *Server) account(ctx context.Context) (string, linkedin.Account, error) 
 	}
 	acct, ok := s.accounts[person]
 	if !ok || s.li == nil {
-		return "", linkedin.Account{}, failf("LinkedIn is not configured for %s. An administrator has to add their access token and author URN to the LinkedIn config; until then no LinkedIn tool can be used for them.", person)
+		// The person is known: the refusal is logged with them.
+		return person, linkedin.Account{}, failf("LinkedIn is not configured for %s. An administrator has to add their access token and author URN to the LinkedIn config; until then no LinkedIn tool can be used for them.", person)
 	}
 	return person, acct, nil
 }
@@ -135,14 +137,24 @@ func (s *Server) result(ctx context.Context, tool, person string, text string, e
 	}
 	var ce callError
 	if errors.As(err, &ce) {
-		s.log.Info().Str("tool", tool).Str("person", person).Str("problem", ce.Error()).Msg("linkedin tool call refused")
+		withPerson(s.log.Info(), person).Str("tool", tool).Str("problem", ce.Error()).Msg("linkedin tool call refused")
 		return mcp.NewToolResultError("Error: " + ce.Error()), nil
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%s: %w", tool, context.Cause(ctx))
 	}
-	s.log.Warn().Err(err).Str("tool", tool).Str("person", person).Msg("linkedin call failed")
+	withPerson(s.log.Warn(), person).Err(err).Str("tool", tool).Msg("linkedin call failed")
 	return mcp.NewToolResultError("Error: " + err.Error() + ". " + hint(err)), nil
+}
+
+// withPerson adds the person to a log line when there is one: a call
+// that came with no (valid) person is logged without the field, never
+// with an empty one.
+func withPerson(e *zerolog.Event, person string) *zerolog.Event {
+	if person == "" {
+		return e
+	}
+	return e.Str("person", person)
 }
 
 // hint tells the model what to make of a LinkedIn failure. A publish

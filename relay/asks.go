@@ -267,6 +267,10 @@ type AskPolicy struct {
 	// through, just before it runs: one the person approved (on a card
 	// or in the chat), or one Ask let through without asking.
 	Approved func(tool string, input json.RawMessage)
+	// Changes, when not nil, reports whether tool changes the person's
+	// notes: in plan mode such a call is refused, not asked, until the
+	// person approves the plan (the CLI leaves plan mode then).
+	Changes func(tool string) bool
 }
 
 // warning is policy's warning about a call, or "".
@@ -284,6 +288,7 @@ const (
 	noClientPermission = "This tool needs the person's approval and no client that can approve is attached, so it was not run. Tell the person what you wanted to do."
 	timeoutPermission  = "The person did not approve this tool in time, so it was not run."
 	afterDraft         = "Not run: this turn ended when the server showed the person a draft, and nothing more runs in it until they answer."
+	planFirst          = "Not run: this chat is in plan mode, where nothing in the notes changes before the person approves a plan. Present your plan with ExitPlanMode first."
 )
 
 // CanUseTool answers the CLI's can_use_tool requests for this chat:
@@ -300,6 +305,9 @@ func (c *Session) CanUseTool(policy AskPolicy) func(ctx context.Context, req *su
 		}
 		if req.ToolName == "AskUserQuestion" {
 			return c.askQuestion(ctx, req, policy.Timeout)
+		}
+		if policy.Changes != nil && policy.Changes(req.ToolName) && c.cli.Settings().PermissionMode == "plan" {
+			return supervisor.PermissionResult{Message: planFirst}, nil
 		}
 		if policy.Ask == nil || !policy.Ask(req.ToolName, req.Input) {
 			if policy.Approved != nil && policy.ConfirmInChat != nil && policy.ConfirmInChat(req.ToolName) {

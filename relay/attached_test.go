@@ -119,7 +119,7 @@ func TestImportedHistory(t *testing.T) {
 	if len(h) != 6 || h[0].Content != "My cat is Tiger." || h[2].Content != "first" {
 		t.Fatalf("compat history %v", h)
 	}
-	if m := chat.Messages(); !m[0].Imported || m[0].ID != "imported-1" || m[1].Role != "assistant" || m[2].ID != "turn-1-user" {
+	if m := chat.Messages(); !m[0].Imported || m[0].ID != "imported-1" || m[1].Role != "assistant" || m[1].Content != "Nice." || m[2].ID != "turn-1-user" {
 		t.Fatalf("rich history %+v", m)
 	}
 }

@@ -24,6 +24,8 @@ type RichMessage struct {
 	// Imported marks a message of a conversation imported when the
 	// session was made (turn 0, id imported-N).
 	Imported bool `json:"imported,omitempty"`
+	// Terminal marks a message said in the session's terminal.
+	Terminal bool `json:"terminal,omitempty"`
 	// Attachments are the files the person's message carried, and Notes
 	// the notes attached to it.
 	Attachments []attachments.File `json:"attachments,omitempty"`
@@ -79,6 +81,14 @@ func (c *Session) Messages() []RichMessage {
 			if json.Unmarshal(ev.Line, &e) == nil {
 				for _, m := range e.Messages {
 					out = append(out, RichMessage{ID: "imported-" + strconv.Itoa(len(out)+1), Role: m.Role, Content: m.Content, Imported: true})
+				}
+			}
+			continue
+		case "terminal_turns":
+			var e terminalTurnsEvent
+			if json.Unmarshal(ev.Line, &e) == nil {
+				for _, m := range e.Messages {
+					out = append(out, RichMessage{ID: "terminal-" + strconv.Itoa(len(out)+1), Role: m.Role, Content: m.Content, Terminal: true})
 				}
 			}
 			continue
@@ -164,7 +174,8 @@ func (c *Session) Messages() []RichMessage {
 		}
 	}
 	for i := range out {
-		if out[i].Role != "assistant" {
+		// An imported or terminal answer has its text already, no parts.
+		if out[i].Role != "assistant" || out[i].Imported || out[i].Terminal {
 			continue
 		}
 		var sb strings.Builder

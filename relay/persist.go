@@ -57,6 +57,8 @@ type meta struct {
 	// LastEntry is the CLI's id of the conversation's last assistant
 	// message (where a rewind to before the next message resumes).
 	LastEntry string `json:"last_entry,omitempty"`
+	// Pinned: the person pinned the chat on top of their list.
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // record is how the log keeps ev.

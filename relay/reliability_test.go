@@ -349,6 +349,43 @@ func TestShutdownRefusesNewTurns(t *testing.T) {
 	}
 }
 
+// A turn the server's shutdown ends says that the server restarted (as
+// after a crash), not that it was interrupted; an interrupt the person
+// asks for before still reads "Interrupted".
+func TestShutdownEndsATurnAsARestart(t *testing.T) {
+	t.Parallel()
+	h := newFakeHarness(t, harnessOpts{})
+	id := h.NewSession(t)
+	a, closeA := h.Attach(t, id, "types=turn_start,text,status,done,error")
+	defer closeA()
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "one"})
+	cli := h.fake(t, id)
+	cli.Stream("part of an answer")
+	httpapitest.Until(t, a, "text")
+	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+id+"/interrupt", "sebastian", nil); code != http.StatusOK {
+		t.Fatalf("interrupt: %d %v", code, out)
+	}
+	evs := httpapitest.Until(t, a, "done")
+	if got := httpapitest.Str(evs[len(evs)-2], "message"); got != "Interrupted" {
+		t.Fatalf("the person's interrupt reads %q", got)
+	}
+
+	h.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": "two"})
+	cli.Stream("more of an answer")
+	httpapitest.Until(t, a, "text")
+	h.sessions.Shutdown(context.Background())
+	evs = httpapitest.Until(t, a, "error")
+	end := evs[len(evs)-1]
+	if httpapitest.Str(end, "kind") != "restarted" || !strings.Contains(httpapitest.Str(end, "message"), "The server restarted") {
+		t.Fatalf("the shutdown ended the turn with %v", end)
+	}
+	for _, e := range evs {
+		if httpapitest.Str(e, "message") == "Interrupted" {
+			t.Fatalf("the shutdown's end reads Interrupted: %v", evs)
+		}
+	}
+}
+
 // The turn-end hook runs before a turn's end reaches the clients, with its
 // status line first; a message that starts when the CLI's turn is over,
 // while the hook still runs, has its events wait behind that end.

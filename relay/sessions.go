@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +56,14 @@ type SessionInfo struct {
 	SpentUSD float64 `json:"spent_usd"`
 	// ForkedFrom is the session this one was forked from.
 	ForkedFrom string `json:"forked_from,omitempty"`
+	// ModelName is the model in effect by the name a person reads
+	// (ModelName): the one chosen, else the one the CLI last reported;
+	// "" before either is known (the CLI's default model).
+	ModelName string `json:"model_name,omitempty"`
+	// Pinned chats come first in the list.
+	Pinned bool `json:"pinned,omitempty"`
+	// Match is, in search results, the text around what matched.
+	Match string `json:"match,omitempty"`
 }
 
 // SessionParams is what a Launcher needs to start a supervisor session.
@@ -319,6 +326,10 @@ type Session struct {
 	setMu sync.Mutex
 	// terminal: the conversation is open in a terminal (see terminal.go).
 	terminal bool
+	// stopping: the server shuts down; a turn it ends says so.
+	stopping bool
+	// pinned: the person pinned the chat on top of their list.
+	pinned bool
 	// imported is a conversation imported when the session was made
 	// (attached.go); lastCommit the session's newest commit known, so a
 	// turn's end tells its own (changes.go).
@@ -488,6 +499,10 @@ func (c *Session) applyLocked(ev supervisor.Event) {
 		took = ev.Time.Sub(c.turnStarted)
 		failed = ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted)
 		c.metrics.turnEnded(took, failed, ev.Interrupted)
+		if c.stopping && (ev.Interrupted || errors.Is(ev.Err, supervisor.ErrClosed)) {
+			// The server's shutdown ended the turn, not the person.
+			ev.Interrupted, ev.Err = false, clientevent.ErrServerStopped
+		}
 	}
 	// Text held back for the next delta goes out before anything else:
 	// no delta follows it.
@@ -618,6 +633,13 @@ func (c *Session) observeLocked(ev *Event, body clientevent.Body) {
 		c.title = clientevent.OneLine(e.Message, 80)
 	}
 	switch ev.Type {
+	case "title":
+		// The person's own title (SetTitle), from the log after a restart.
+		if e, ok := body.(titleEvent); ok {
+			c.title = e.Title
+		} else if json.Unmarshal(ev.Line, &e) == nil && e.Title != "" {
+			c.title = e.Title
+		}
 	case "turn_start":
 		c.answerHead.Reset()
 	case "text":
@@ -657,7 +679,8 @@ type chatHistory struct {
 // Session.observe.
 func (h *chatHistory) observe(ev *Event, body clientevent.Body) {
 	switch {
-	case ev.Type == "imported":
+	case ev.Type == "imported", ev.Type == "terminal_turns":
+		// Both carry {messages: [{role, content}]}.
 		var e importedEvent
 		_ = json.Unmarshal(ev.Line, &e)
 		for _, m := range e.Messages {
@@ -745,7 +768,8 @@ func (c *Session) metaLocked() meta {
 	return meta{ID: c.ID, Person: c.Person, CLISessionID: c.cli.CLISessionID(), Title: c.title,
 		Created: c.Created, LastActivity: c.lastActivity,
 		Model: set.Model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		Effort: set.Effort, SpentUSD: c.spentLocked(), Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.LastEntry()}
+		Effort: set.Effort, SpentUSD: c.spentLocked(), Fork: c.fork, ResumeAt: c.resumeAt, ForkedFrom: c.forkedFrom, LastEntry: c.tr.LastEntry(),
+		Pinned: c.pinned}
 }
 
 // History returns a copy of the session's messages, as its clients may
@@ -783,7 +807,7 @@ func (c *Session) Info() SessionInfo {
 	}
 	return SessionInfo{ID: c.ID, Title: c.redact.Text(c.title), Created: c.Created, LastActivity: c.lastActivity, State: string(state),
 		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom}
+		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom, ModelName: ModelName(model), Pinned: c.pinned}
 }
 
 // AttachInteractive counts a client that can answer questions until the
@@ -886,6 +910,7 @@ func (r *Registry) open(m meta, events []*Event) (*Session, error) {
 		fork:         m.Fork,
 		resumeAt:     m.ResumeAt,
 		forkedFrom:   m.ForkedFrom,
+		pinned:       m.Pinned,
 		notify:       r.cfg.Notifier,
 	}
 	if c.notify == nil {
@@ -1084,7 +1109,8 @@ func (r *Registry) sessionsOfLocked(person string) []*Session {
 	return out
 }
 
-// List returns the person's sessions, most recently active first.
+// List returns the person's sessions, pinned ones first, then the most
+// recently active.
 func (r *Registry) List(person string) []SessionInfo {
 	r.active(person)
 	chats := r.sessionsOf(person)
@@ -1092,7 +1118,7 @@ func (r *Registry) List(person string) []SessionInfo {
 	for _, c := range chats {
 		out = append(out, c.Info())
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].LastActivity.After(out[j].LastActivity) })
+	sortChats(out)
 	return out
 }
 
@@ -1180,6 +1206,9 @@ func (r *Registry) Shutdown(ctx context.Context) {
 	r.stop()
 	for _, c := range chats {
 		c.cancelQueue(ErrShutdown)
+		c.mu.Lock()
+		c.stopping = true
+		c.mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	for _, c := range chats {
@@ -1250,6 +1279,9 @@ func (r *Registry) Close() {
 	r.mu.Unlock()
 	for _, c := range chats {
 		c.cancelQueue(ErrShutdown)
+		c.mu.Lock()
+		c.stopping = true
+		c.mu.Unlock()
 	}
 	r.stop()
 	r.sweeps.Wait()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/supervisor"
 )
 
@@ -84,6 +85,44 @@ func (c *Session) CloseTerminal(cliSessionID string) {
 		// Not cleared meanwhile: the session keeps the conversation.
 		c.persistLocked()
 	}
+}
+
+// terminalTurnsEvent shows the turns said in a terminal of the session,
+// once it closed (events stream only: it belongs to no turn).
+type terminalTurnsEvent struct {
+	Type     string                     `json:"type"`
+	Messages []attachments.HistoryEntry `json:"messages"`
+}
+
+func (terminalTurnsEvent) EventType() string { return "terminal_turns" }
+
+// LastEntry is the CLI's id of the conversation's last assistant entry
+// the app knows ("" before the first answer).
+func (c *Session) LastEntry() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tr.LastEntry()
+}
+
+// TerminalTurns shows the messages said in the session's terminal to its
+// clients and in both histories (a terminal_turns event, without the
+// server's paths), and takes last, the terminal's newest entry, as the
+// conversation's last: the next message follows it, and the terminal's
+// next turns are read from there.
+func (c *Session) TerminalTurns(msgs []attachments.HistoryEntry, last string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	shown := make([]attachments.HistoryEntry, len(msgs))
+	for i, m := range msgs {
+		shown[i] = attachments.HistoryEntry{Role: m.Role, Content: c.redact.Text(m.Content)}
+	}
+	if e := c.stream.publishJSON(terminalTurnsEvent{Type: "terminal_turns", Messages: shown}, false, false); e != nil {
+		c.observeLocked(e, nil)
+	}
+	if last != "" {
+		c.tr.RewindTo(last)
+	}
+	c.persistLocked()
 }
 
 // TerminalOpen reports whether a terminal has the conversation.

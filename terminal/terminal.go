@@ -31,6 +31,8 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/majorhq/major/attachments"
+	"github.com/majorhq/major/clihome"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/internal/procgroup"
 	"github.com/majorhq/major/relay"
@@ -75,6 +77,11 @@ type Chat interface {
 	OpenTerminal() (cliSessionID string, err error)
 	CloseTerminal(cliSessionID string)
 	Notice(text string)
+	// LastEntry is the CLI's id of the conversation's last entry the
+	// app knows; TerminalTurns shows what was said in the terminal after
+	// it, last being the newest entry then.
+	LastEntry() string
+	TerminalTurns(msgs []attachments.HistoryEntry, last string)
 }
 
 var _ Chat = (*relay.Session)(nil)
@@ -374,7 +381,7 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		release()
 		return nil, fmt.Errorf("start terminal: %w", err)
 	}
-	t := &Terminal{m: m, id: id, person: person, chat: chat, release: release, cliSession: resume, sandboxed: launch.Sandboxed,
+	t := &Terminal{m: m, id: id, person: person, chat: chat, release: release, cliSession: resume, sandboxed: launch.Sandboxed, home: launch.Home, dir: dir,
 		done: make(chan struct{}), typed: make(chan struct{}, 1), stopInput: make(chan struct{})}
 	if resume == "" {
 		t.cliSession = newID
@@ -485,6 +492,9 @@ type Terminal struct {
 	cliSession string
 	ended      bool
 	killed     bool
+	// home and dir are the CLI's home and working directory, where its
+	// transcript of the conversation is.
+	home, dir string
 }
 
 var _ hooks.Caller = (*Terminal)(nil)
@@ -603,6 +613,7 @@ func (t *Terminal) wait(readDone, writeDone <-chan struct{}) {
 		}
 		cancel()
 	}
+	t.showTurns(cliSession)
 	t.chat.CloseTerminal(cliSession)
 	// The client hears of the end once the app has the conversation back.
 	t.mu.Lock()
@@ -611,6 +622,28 @@ func (t *Terminal) wait(readDone, writeDone <-chan struct{}) {
 	}
 	t.mu.Unlock()
 	close(t.done)
+}
+
+// showTurns gives the chat what was said in the terminal: the transcript
+// of conversation cliSession after the entry the app knew last.
+func (t *Terminal) showTurns(cliSession string) {
+	if t.home == "" || cliSession == "" {
+		return
+	}
+	f, err := clihome.OpenTranscript(t.home, t.dir, cliSession)
+	if err != nil {
+		t.log.Warn().Err(err).Msg("the terminal's turns are not shown in the chat")
+		return
+	}
+	defer f.Close()
+	msgs, last, err := readTurns(f, t.chat.LastEntry())
+	if err != nil {
+		t.log.Warn().Err(err).Msg("the terminal's turns are not shown in the chat")
+		return
+	}
+	if len(msgs) > 0 {
+		t.chat.TerminalTurns(msgs, last)
+	}
 }
 
 // kill ends the terminal: SIGHUP (and SIGCONT, for a stopped process to

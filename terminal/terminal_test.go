@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/attachments"
 	"github.com/majorhq/major/hooks"
 	"github.com/majorhq/major/internal/procgroup"
 	"github.com/majorhq/major/relay"
@@ -66,6 +67,10 @@ func (c *chat) opens() int {
 }
 
 func (c *chat) Notice(string) {}
+
+func (c *chat) LastEntry() string { return "" }
+
+func (c *chat) TerminalTurns([]attachments.HistoryEntry, string) {}
 
 // closes is how many times the terminal gave the conversation back.
 func (c *chat) closes() int {

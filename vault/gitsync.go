@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -270,21 +272,77 @@ func (g *GitSync) Do(ctx context.Context, message string, paths []string, write 
 }
 
 // CommitTurn commits what a turn of session sessionID changed in person's
-// folder, and only there, naming the session; a turn that changed nothing
-// commits nothing.
+// folder, and only there; a turn that changed nothing commits nothing.
+// The message says what changed ("sebastian: 2 notes changed (a.md,
+// b.md)") and names the session in its body, where SessionHead finds it.
 func (g *GitSync) CommitTurn(ctx context.Context, person, sessionID string) error {
 	if !ValidPerson(person) {
 		return fmt.Errorf("person %q is %w", person, ErrPersonName)
 	}
 	dir := person + "/"
-	changed, err := g.Changed(ctx, dir)
+	files, err := g.changedFiles(ctx, dir)
 	if err != nil {
 		return err
 	}
-	if !changed {
+	if len(files) == 0 {
 		return nil
 	}
-	return g.Commit(ctx, fmt.Sprintf("Session %s: changes in %s's vault", oneLine(sessionID), person), dir)
+	message := TurnCommitMessage(person, files) + "\n\n" +
+		fmt.Sprintf("Session %s: the changes of a turn in %s's folder.", oneLine(sessionID), person)
+	return g.Commit(ctx, message, dir)
+}
+
+// turnCommitNames is how many changed files a turn's commit subject names.
+const turnCommitNames = 3
+
+// TurnCommitMessage is the subject of a turn's commit in person's folder:
+// how many notes (or files, when not all are Markdown) changed, and the
+// first few of them by their path in the folder.
+func TurnCommitMessage(person string, files []string) string {
+	noun := "note"
+	for _, f := range files {
+		if !strings.EqualFold(path.Ext(f), ".md") {
+			noun = "file"
+			break
+		}
+	}
+	if len(files) != 1 {
+		noun += "s"
+	}
+	names := make([]string, 0, turnCommitNames+1)
+	for i, f := range files {
+		if i == turnCommitNames {
+			names = append(names, fmt.Sprintf("and %d more", len(files)-i))
+			break
+		}
+		names = append(names, oneLine(f))
+	}
+	return fmt.Sprintf("%s: %d %s changed (%s)", person, len(files), noun, strings.Join(names, ", "))
+}
+
+// changedFiles lists what differs from HEAD or is untracked under dir (a
+// person's folder, "name/"), by path relative to it, sorted.
+func (g *GitSync) changedFiles(ctx context.Context, dir string) ([]string, error) {
+	if err := checkPaths([]string{dir}); err != nil {
+		return nil, err
+	}
+	if err := g.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer func() { <-g.sem }()
+	out, err := g.git(ctx, "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all", "--ignore-submodules=all", "--", dir)
+	if err != nil {
+		return nil, g.fail("status", err)
+	}
+	var files []string
+	// -z: "XY path\0" per entry; without renames one path each.
+	for _, entry := range strings.Split(out, "\x00") {
+		if len(entry) > 3 {
+			files = append(files, strings.TrimPrefix(entry[3:], dir))
+		}
+	}
+	sort.Strings(files)
+	return files, nil
 }
 
 // Changed reports whether anything under paths differs from HEAD or is

@@ -563,3 +563,63 @@ func TestGitSyncNeverRecordsOrRunsANestedRepository(t *testing.T) {
 		t.Fatal("git ran the nested repository's fsmonitor")
 	}
 }
+
+// A turn's commit says what changed in the person's folder, by path in
+// it, and names the session where SessionHead finds it; what changed
+// elsewhere stays out.
+func TestGitSyncCommitTurnSaysWhatChanged(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		write   map[string]string // relative to the repository
+		remove  []string
+		subject string
+	}{
+		{name: "one note", write: map[string]string{"sebastian/notes/a.md": "a\n"},
+			subject: "sebastian: 1 note changed (notes/a.md)"},
+		{name: "two notes", write: map[string]string{"sebastian/notes/b.md": "b\n", "sebastian/notes/a.md": "a\n"},
+			subject: "sebastian: 2 notes changed (notes/a.md, notes/b.md)"},
+		{name: "a note and an image", write: map[string]string{"sebastian/a.md": "a\n", "sebastian/attachments/p.png": "png"},
+			subject: "sebastian: 2 files changed (a.md, attachments/p.png)"},
+		{name: "many", write: map[string]string{"sebastian/1.md": "1", "sebastian/2.md": "2", "sebastian/3.md": "3", "sebastian/4.md": "4", "sebastian/5.md": "5"},
+			subject: "sebastian: 5 notes changed (1.md, 2.md, 3.md, and 2 more)"},
+		{name: "a deleted and a changed note", write: map[string]string{"sebastian/welcome.md": "changed\n"}, remove: []string{"sebastian/old.md"},
+			subject: "sebastian: 2 notes changed (old.md, welcome.md)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := newRepo(t)
+			writeFile(t, filepath.Join(root, "sebastian/welcome.md"), "hello\n")
+			writeFile(t, filepath.Join(root, "sebastian/old.md"), "old\n")
+			git(t, root, "add", "-A")
+			git(t, root, "commit", "-qm", "notes")
+			g := newGitSync(t, vault.GitConfig{Root: root})
+			for p, body := range tt.write {
+				writeFile(t, filepath.Join(root, p), body)
+			}
+			for _, p := range tt.remove {
+				if err := os.Remove(filepath.Join(root, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writeFile(t, filepath.Join(root, "petra/draft.md"), "not this turn's\n")
+			if err := g.CommitTurn(context.Background(), "sebastian", "s-1"); err != nil {
+				t.Fatal(err)
+			}
+			if got := git(t, root, "log", "-1", "--format=%s"); got != tt.subject {
+				t.Errorf("subject %q, want %q", got, tt.subject)
+			}
+			if got := git(t, root, "log", "-1", "--format=%b"); got != "Session s-1: the changes of a turn in sebastian's folder." {
+				t.Errorf("body %q", got)
+			}
+			head, err := g.SessionHead(context.Background(), "s-1", time.Time{})
+			if err != nil || head != git(t, root, "rev-parse", "HEAD") {
+				t.Errorf("SessionHead %q, %v", head, err)
+			}
+			if got := git(t, root, "status", "--porcelain"); got != "?? petra/" {
+				t.Errorf("status after the turn's commit %q", got)
+			}
+		})
+	}
+}

@@ -9,10 +9,11 @@ import (
 	"io/fs"
 )
 
-//go:embed index.html style.css manifest.json sw.js icons/*.png js/*.js vendor/xterm/*.mjs vendor/xterm/*.css vendor/xterm/LICENSE*
+//go:embed index.html style.css manifest.json sw.js icons/*.png js/*.js vendor/xterm/*.mjs vendor/xterm/*.css vendor/xterm/LICENSE* vendor/fonts/*.woff2 vendor/fonts/*.css vendor/fonts/LICENSE*
 var files embed.FS
 
 // Files is the client as served: index.html, style.css, js/*.js, the
-// installable app's manifest.json, icons and service worker (sw.js), and
-// the vendored xterm.js (vendor/xterm).
+// installable app's manifest.json, icons and service worker (sw.js), the
+// vendored xterm.js (vendor/xterm) and the terminal's fonts
+// (vendor/fonts).
 func Files() fs.FS { return files }

@@ -196,7 +196,7 @@ func TestAttachmentsThroughCLI(t *testing.T) {
 			t.Fatalf("the original image is not in the vault: %v", err)
 		}
 		status := gitIn(t, s.env.VaultRoot, "status", "--porcelain", "--", "sebastian/")
-		logged := gitIn(t, s.env.VaultRoot, "log", "--format=%s", "--name-only", "-1")
+		logged := gitIn(t, s.env.VaultRoot, "log", "--format=%s%n%b", "--name-only", "-1")
 		if status != "" || !strings.Contains(logged, "Session "+id) || !strings.Contains(logged, "sebastian/attachments/"+month+"/receipt.pdf") {
 			t.Fatalf("not committed with the turn: status %q, last commit %q", status, logged)
 		}

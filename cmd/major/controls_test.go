@@ -284,3 +284,92 @@ func TestSessionControlsThroughCLI(t *testing.T) {
 		}
 	})
 }
+
+// Each permission mode a person may choose, through the real CLI: a note
+// written in it, and what the person was asked. "Edit notes"
+// (acceptEdits) writes without asking; "Ask first" (default) asks before
+// every change to the notes and writes only what the person allows,
+// while reading is not a change and is not asked; "Plan first" (plan)
+// writes nothing.
+func TestPermissionModesAndWhatIsAsked(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	c := apiClient(s)
+	tests := []struct {
+		name   string
+		mode   string
+		tool   string // Write or Read
+		answer string // allow or deny, for a permission asked
+		asked  []string
+		wrote  bool
+	}{
+		{name: "edit notes writes without asking", mode: "acceptEdits", tool: "Write", wrote: true},
+		{name: "ask first asks, and writes what is allowed", mode: "default", tool: "Write", answer: "allow", asked: []string{"Write"}, wrote: true},
+		{name: "ask first asks, and writes nothing denied", mode: "default", tool: "Write", answer: "deny", asked: []string{"Write"}},
+		{name: "ask first asks before an edit", mode: "default", tool: "Edit", answer: "deny", asked: []string{"Edit"}},
+		{name: "ask first reads without asking", mode: "default", tool: "Read"},
+		{name: "plan first writes nothing, and does not ask", mode: "plan", tool: "Write"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			note := filepath.Join(s.env.Vault("sebastian"), fmt.Sprintf("mode-%d.md", i))
+			writeFile(t, note, "before\n")
+			code, out := c.Call(t, "POST", "/api/claude/sessions", "sebastian", nil)
+			if code != http.StatusCreated {
+				t.Fatalf("new session: %d %v", code, out)
+			}
+			id := out["id"].(string)
+			if code, out := c.Call(t, "POST", "/api/claude/sessions/"+id+"/permission-mode", "sebastian", map[string]any{"mode": tt.mode}); code != 200 {
+				t.Fatalf("mode %s: %d %v", tt.mode, code, out)
+			}
+			events, detach := c.Attach(t, id, "after=0&types=permission,done,error")
+			defer detach()
+			var call string
+			switch tt.tool {
+			case "Write":
+				call = `[[tool Write {"file_path":"` + note + `","content":"after\n"}]]`
+			case "Edit":
+				call = `[[tool Edit {"file_path":"` + note + `","old_string":"before","new_string":"after"}]]`
+			case "Read":
+				// A read first, so the edit that follows may run.
+				call = `[[tool Read {"file_path":"` + note + `"}]]`
+			}
+			if tt.tool == "Edit" {
+				// The CLI edits only a file it has read in the session.
+				turn(t, s, id, `[[tool Read {"file_path":"`+note+`"}]]`)
+				httpapitest.Until(t, events, "done")
+			}
+			if code, out := c.Call(t, "POST", "/api/claude/sessions/"+id+"/messages", "sebastian", map[string]any{"message": call}); code != http.StatusAccepted {
+				t.Fatalf("message: %d %v", code, out)
+			}
+			var asked []string
+			for end := false; !end; {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						t.Fatal("the stream ended before the turn")
+					}
+					switch httpapitest.Str(ev, "type") {
+					case "permission":
+						asked = append(asked, httpapitest.Str(ev, "tool"))
+						if code, out := c.Call(t, "POST", "/api/claude/sessions/"+id+"/permission", "sebastian",
+							map[string]any{"request_id": httpapitest.Str(ev, "request_id"), "behavior": tt.answer}); code != 200 {
+							t.Fatalf("answer: %d %v", code, out)
+						}
+					case "done", "error":
+						end = true
+					}
+				case <-time.After(60 * time.Second):
+					t.Fatal("the turn never ended")
+				}
+			}
+			if strings.Join(asked, ",") != strings.Join(tt.asked, ",") {
+				t.Errorf("asked about %v, want %v", asked, tt.asked)
+			}
+			b, _ := os.ReadFile(note)
+			if wrote := string(b) == "after\n"; wrote != tt.wrote {
+				t.Errorf("the note is %q", b)
+			}
+		})
+	}
+}

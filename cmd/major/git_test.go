@@ -74,7 +74,7 @@ func TestTurnEndGitInTheVault(t *testing.T) {
 			t.Fatalf("the status shows the person %q: %v", secret, status)
 		}
 	}
-	if got := gitIn(t, s.env.VaultRoot, "log", "--format=%s", "--", "sebastian/note.md"); !strings.HasPrefix(got, "Session ") {
+	if got := gitIn(t, s.env.VaultRoot, "log", "--format=%s", "--", "sebastian/note.md"); got != "sebastian: 1 note changed (note.md)" {
 		t.Fatalf("the note was not committed locally: %q", got)
 	}
 	id := last["session_id"].(string)
@@ -164,7 +164,7 @@ func TestATurnWhosePushHangsEnds(t *testing.T) {
 	if status["type"] != "status" || !strings.Contains(status["message"].(string), "did not answer in time") {
 		t.Fatalf("event before done: %v", status)
 	}
-	if got := gitIn(t, s.env.VaultRoot, "log", "--format=%s", "--", "sebastian/note.md"); !strings.HasPrefix(got, "Session ") {
+	if got := gitIn(t, s.env.VaultRoot, "log", "--format=%s", "--", "sebastian/note.md"); got != "sebastian: 1 note changed (note.md)" {
 		t.Fatalf("the note was not committed locally: %q", got)
 	}
 	if n := accepted(); n != 1 {
@@ -209,7 +209,7 @@ func TestShutdownWithARemoteThatNeverAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the running turn's stream: %v", err)
 	}
-	if _, end := lastTwo(t, string(rest)); end["type"] != "done" {
+	if _, end := lastTwo(t, string(rest)); end["type"] != "error" || !strings.Contains(end["message"].(string), "The server restarted") {
 		t.Fatalf("the running turn ended with %v", end)
 	}
 	status, end := lastTwo(t, readAll(t, writing))

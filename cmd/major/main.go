@@ -347,23 +347,77 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	return c, nil
 }
 
+// commandsUsage is what `major --help` prints: the commands.
+const commandsUsage = `Major serves the Claude Code CLI to the notes app's clients.
+
+usage:
+  major serve [flags]        run the server (major serve --help lists its flags)
+  major token add|list|revoke --auth-file FILE ...
+                             add, list or revoke access tokens
+  major backup [--state-dir DIR] DEST
+                             copy the server's state to DEST while it runs
+  major person export|import|list --state-dir DIR ...
+                             move a person between servers (see Several servers)
+  major --help               this text
+`
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// helpOut is where a command's flag set prints: asked for help (a help
+// flag before any "--"), the usage is the answer and goes to stdout;
+// otherwise it goes with an error, to stderr.
+func helpOut(args []string, stdout, stderr io.Writer) io.Writer {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a != "help" && isHelp(a) {
+			return stdout
+		}
+	}
+	return stderr
+}
+
+// helped makes a command's answer to a help flag (its usage, printed)
+// a success.
+func helped(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
 // run is the whole program, with its environment as a list of KEY=value;
 // tests call it with ":0", temp dirs and an environment of their own.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "token" {
-		return token(args[1:], lookup(environ), stdout, stderr)
+		return helped(token(args[1:], lookup(environ), stdout, helpOut(args[1:], stdout, stderr)))
 	}
 	if len(args) > 0 && args[0] == "person" {
-		return person(ctx, args[1:], lookup(environ), stdout, stderr)
+		return helped(person(ctx, args[1:], lookup(environ), stdout, helpOut(args[1:], stdout, stderr)))
 	}
 	if len(args) > 0 && args[0] == "backup" {
-		return backup(ctx, args[1:], lookup(environ), stdout, stderr)
+		return helped(backup(ctx, args[1:], lookup(environ), stdout, helpOut(args[1:], stdout, stderr)))
+	}
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, commandsUsage)
+		return nil
 	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(stderr, "usage: major serve [flags]   (major serve -h lists the flags)\n       major token add|list|revoke ...\n       major backup --state-dir DIR DEST\n"+strings.Replace(personUsage, "usage: ", "       ", 1))
+		fmt.Fprint(stderr, commandsUsage)
 		return errors.New("no command")
 	}
-	cfg, err := parseFlags(args[1:], lookup(environ), stderr)
+	cfg, err := parseFlags(args[1:], lookup(environ), helpOut(args[1:], stdout, stderr))
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

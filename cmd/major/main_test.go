@@ -374,6 +374,21 @@ func TestServeFullStack(t *testing.T) {
 		evLines := bufio.NewScanner(events.Body)
 		for evLines.Scan() && !strings.Contains(evLines.Text(), "tick") {
 		}
+		// The compat client's chat: the other one running.
+		var listed struct {
+			Sessions []struct{ ID, State string }
+		}
+		if body := readAll(t, s.req(t, "GET", "/api/claude/sessions", "")); json.Unmarshal([]byte(body), &listed) != nil {
+			t.Fatalf("sessions: %s", body)
+		}
+		for _, c := range listed.Sessions {
+			if c.ID != id && c.State == "running" {
+				interrupted = c.ID
+			}
+		}
+		if interrupted == "" {
+			t.Fatalf("the compat client's chat is not running: %+v", listed)
+		}
 		// Two sessions' processes, and one waiting for the person's next
 		// new chat (recorded as it starts).
 		var pids []os.DirEntry
@@ -390,21 +405,18 @@ func TestServeFullStack(t *testing.T) {
 		for compatLines.Scan() {
 			last = compatLines.Text()
 		}
-		var done struct {
-			Type      string
-			SessionID string `json:"session_id"`
-		}
-		if err := json.Unmarshal([]byte(last), &done); err != nil || done.Type != "done" {
+		// A turn the shutdown stops says the server restarted.
+		var end struct{ Type, Message string }
+		if err := json.Unmarshal([]byte(last), &end); err != nil || end.Type != "error" || !strings.Contains(end.Message, "The server restarted") {
 			t.Fatalf("compat client's last line at shutdown: %s", last)
 		}
-		interrupted = done.SessionID
 		last = ""
 		for evLines.Scan() {
 			if !strings.Contains(evLines.Text(), `"ping"`) {
 				last = evLines.Text()
 			}
 		}
-		if !strings.Contains(last, `"type":"done"`) {
+		if !strings.Contains(last, `"type":"error"`) || !strings.Contains(last, `"kind":"restarted"`) {
 			t.Fatalf("events client's last line at shutdown: %s", last)
 		}
 		select {
@@ -826,5 +838,52 @@ func TestConnectionAndSessionLimitFlags(t *testing.T) {
 		if _, err := parseFlags(append(append([]string{}, base...), args...), func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+// `major --help` lists the commands and `major serve --help` (or a help
+// flag of another command) its flags, on stdout, as a success; a missing
+// or unknown command is still an error, with the commands on stderr.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args    []string
+		ok      bool
+		out     []string // on stdout
+		errText []string // on stderr
+	}{
+		{args: []string{"--help"}, ok: true, out: []string{"major serve", "major token", "major backup"}},
+		{args: []string{"-h"}, ok: true, out: []string{"major serve"}},
+		{args: []string{"help"}, ok: true, out: []string{"major serve"}},
+		{args: []string{"serve", "--help"}, ok: true, out: []string{"-vault-root", "-auth-file", "-addr", "MAJOR_ADDR"}},
+		{args: []string{"serve", "-h"}, ok: true, out: []string{"-vault-root"}},
+		{args: []string{"token", "--help"}, ok: true, out: []string{"major token add"}},
+		{args: []string{"token", "add", "--help"}, ok: true, out: []string{"-person", "-name"}},
+		{args: []string{"backup", "--help"}, ok: true, out: []string{"-state-dir"}},
+		{args: nil, ok: false, errText: []string{"major serve"}},
+		{args: []string{"bogus"}, ok: false, errText: []string{"major serve"}},
+		{args: []string{"serve", "--bogus"}, ok: false, errText: []string{"-vault-root"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			err := run(context.Background(), tt.args, nil, &stdout, &stderr)
+			if (err == nil) != tt.ok {
+				t.Fatalf("err %v; stdout %q; stderr %q", err, stdout.String(), stderr.String())
+			}
+			for _, want := range tt.out {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+				}
+			}
+			for _, want := range tt.errText {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+				}
+			}
+			if tt.ok && stderr.Len() > 0 {
+				t.Errorf("help wrote to stderr: %q", stderr.String())
+			}
+		})
 	}
 }

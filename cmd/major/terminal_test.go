@@ -222,6 +222,21 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 	waitFor(t, 30*time.Second, "the terminal to end", func() bool { return len(terminalClaude(t, vaultDir)) == 0 })
 	waitFor(t, 10*time.Second, "the terminal's record to go", func() bool { return !slices.Contains(pidRecords(t, s), group.PGID) })
 
+	// What was said in the terminal is in the chat's history, the model's
+	// answer too; its tool call is not a message.
+	var hist string
+	waitFor(t, 10*time.Second, "the terminal's turns in the history", func() bool {
+		hist = readAll(t, s.req(t, "GET", "/api/claude/history?session_id="+id, ""))
+		return strings.Contains(hist, `"content":"[[recall]] terminal-marker"`)
+	})
+	if !strings.Contains(hist, `HISTORY: [[say the app's first answer]] app-marker | [[recall]] terminal-marker`) || strings.Contains(hist, "tool_result") {
+		t.Fatalf("the history after the terminal: %s", hist)
+	}
+	rich := readAll(t, s.req(t, "GET", "/api/claude/sessions/"+id+"/messages", ""))
+	if !strings.Contains(rich, `"terminal":true`) {
+		t.Fatalf("the rich history does not mark the terminal's messages: %s", rich)
+	}
+
 	// The app resumes the conversation, with the terminal's turns in it.
 	waitFor(t, 10*time.Second, "the session to be free", func() bool {
 		r := s.req(t, "POST", "/api/claude/sessions/"+id+"/messages", `{"message":"[[recall]] back-in-the-app"}`)

@@ -39,6 +39,11 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, tokenUsage)
 		return errors.New("no token command")
 	}
+	if isHelp(args[0]) {
+		// stderr is stdout here: the usage is the answer (helpOut).
+		fmt.Fprintln(stderr, tokenUsage)
+		return flag.ErrHelp
+	}
 	fs := flag.NewFlagSet("major token "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("auth-file", "", "the token file (MAJOR_AUTH_FILE)")

@@ -3,7 +3,8 @@
 
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import jsQR from 'jsqr';
@@ -26,6 +27,24 @@ let proxy;
 let push; // the Web Push service the server sends to
 let sessionID;
 let broken = ''; // the first step that failed: the later ones build on it
+let configDir; // the server's --config-dir: sebastian's daily budget
+// Requests any page made to another origin than the server's.
+const foreign = [];
+const AXE = readFileSync(path.join(WEB, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
+const HEADERS = { Authorization: 'Bearer ' + TOKEN, 'X-Notes-Person': 'sebastian' };
+
+// accessible runs axe-core in the page (through the DevTools protocol,
+// so the page's own policy does not stand in its way) and fails on any
+// serious or critical violation.
+async function accessible(p, what) {
+  if (!(await p.evaluate(() => typeof window.axe !== 'undefined'))) await p.evaluate(AXE);
+  const found = await p.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')}`);
+  });
+  assert.deepEqual(found, [], `accessibility of ${what}`);
+}
 
 async function shot(p, name) {
   await p.screenshot({ path: path.join(SHOTS, name + '.png'), fullPage: false });
@@ -65,6 +84,11 @@ async function newClient(viewport = { width: 1200, height: 800 }, base = stack.u
   });
   const p = await context.newPage();
   p.setDefaultTimeout(WAIT);
+  const origin = new URL(base).origin;
+  p.on('request', (r) => {
+    const u = r.url();
+    if (!u.startsWith('blob:') && !u.startsWith('data:') && new URL(u).origin !== origin) foreign.push(u);
+  });
   p.on('pageerror', (err) => console.error('page error:', err.message));
   await p.goto(base + '/app/');
   return p;
@@ -83,11 +107,15 @@ async function send(p, text) {
   await box.press('Enter');
 }
 
-// lastReply is the text of the newest assistant reply.
+// lastReply is the text of the newest assistant reply, without its
+// buttons (Copy, Regenerate).
 function lastReply(p) {
   return p.evaluate(() => {
     const all = document.querySelectorAll('#transcript .msg.assistant');
-    return all.length ? all[all.length - 1].textContent : '';
+    if (!all.length) return '';
+    const copy = all[all.length - 1].cloneNode(true);
+    for (const b of copy.querySelectorAll('.msg-actions, .copy-code')) b.remove();
+    return copy.textContent;
   });
 }
 
@@ -113,7 +141,11 @@ describe('web client', () => {
     mkdirSync(SHOTS, { recursive: true });
     // Notifications go out half a second after a question waits
     // unwatched, to the test's push service on loopback.
-    stack = await startStack(['--notify-after', '500ms', '--push-allow-hosts', '127.0.0.1']);
+    // sebastian has a daily budget, for the usage chart's line.
+    configDir = mkdtempSync(path.join(os.tmpdir(), 'major-e2e-config-'));
+    mkdirSync(path.join(configDir, 'persons', 'sebastian'), { recursive: true });
+    writeFileSync(path.join(configDir, 'persons', 'sebastian', 'config.json'), JSON.stringify({ limits: { person_day_usd: 5 } }));
+    stack = await startStack(['--notify-after', '500ms', '--push-allow-hosts', '127.0.0.1', '--config-dir', configDir]);
     proxy = await startProxy(stack.url);
     push = await startPushService();
     browser = await chromium.launch({
@@ -129,10 +161,16 @@ describe('web client', () => {
     if (proxy) await proxy.close();
     if (push) await push.close();
     if (stack) await stack.stop();
+    if (configDir) rmSync(configDir, { recursive: true, force: true });
   }, { timeout: 60000 });
 
   step('sign-in rejects a wrong token and accepts the right one', async () => {
     page = await newClient();
+    await page.getByLabel('Access token').waitFor();
+    // The first screen is usable within a second of the navigation.
+    const usable = await page.evaluate(() => performance.getEntriesByName('major-usable')[0]?.startTime);
+    assert.ok(usable > 0 && usable < 1000, `the sign-in page was usable after ${usable} ms`);
+    await accessible(page, 'the sign-in page');
     await signIn(page, 'not-the-token');
     await waitFor(page, () => /not valid/.test(document.getElementById('signin-error').textContent), null, 'the sign-in error');
     await shot(page, '01-signin-error');
@@ -157,12 +195,16 @@ describe('web client', () => {
       s.textContent = 'window.injectedRan = 1';
       document.body.appendChild(s);
       const d = document.createElement('div');
+      d.className = 'injected';
       d.innerHTML = '<img src="data:," onerror="window.injectedRan = 2"><span onclick="x" style="color: red">styled</span>';
       document.body.appendChild(d);
     });
     await waitFor(page, () => window.cspViolations.includes('script-src-elem') && window.cspViolations.includes('script-src-attr'), null, 'the policy to refuse the injected script');
     assert.equal(await page.evaluate(() => window.injectedRan), undefined);
-    await page.evaluate(() => { window.cspViolations = []; });
+    await page.evaluate(() => {
+      window.cspViolations = [];
+      document.querySelector('body > .injected').remove();
+    });
   });
 
   step('a message gets its answer', async () => {
@@ -178,7 +220,21 @@ describe('web client', () => {
       const b = document.querySelector(`.session[data-session-id="${id}"]`);
       return b && b.textContent.includes('[[say Hello from the browser]]');
     }, sessionID, 'the chat in the sidebar with its title');
+    // The page's title names the chat.
+    assert.equal(await page.title(), '[[say Hello from the browser]] · Major');
+    // The model chooser shows the model the CLI said it runs, by its name.
+    const info = await (await fetch(stack.url + '/api/claude/sessions/' + sessionID, { headers: HEADERS })).json();
+    assert.ok(info.model && info.model_name, `the session names its model: ${JSON.stringify(info)}`);
+    await waitFor(page, (name) => document.getElementById('model').selectedOptions[0]?.textContent === name, info.model_name, 'the model in effect in the chooser');
     await shot(page, '03-answer');
+  });
+
+  step('a new chat\'s model chooser says the CLI\'s default, not an alias', async () => {
+    await page.getByRole('button', { name: 'New chat' }).click();
+    await page.locator('#controls').waitFor();
+    await waitFor(page, () => document.getElementById('model').selectedOptions[0]?.textContent === 'Default model', null, '"Default model"');
+    await page.locator(`.session[data-session-id="${sessionID}"]`).click();
+    await waitIdle(page);
   });
 
   step('the model\'s text is shown as text, with only safe formatting', async () => {
@@ -201,6 +257,109 @@ describe('web client', () => {
     assert.equal(check.pwned, undefined);
     assert.match(check.text, /<img src=x onerror="window.pwned=1">/);
     await waitIdle(page);
+  });
+
+  step('a reply\'s Markdown: a table, a task list, a link to a new tab; copy a code block and the reply; regenerate it', async () => {
+    const md = ['| Day | Cost |', '|:---|---:|', '| Mon | $1 |', '', '- [x] milk', '- [ ] eggs', '',
+      'See [the docs](https://example.org/docs).', '', '```', 'let x = 1;', '```'].join('\n');
+    await send(page, `[[say ${md}]]`);
+    await waitReply(page, 'milk');
+    await waitIdle(page);
+    const last = page.locator('#transcript > .msg.assistant').last();
+    assert.deepEqual(await last.locator('table th').allTextContents(), ['Day', 'Cost']);
+    assert.deepEqual(await last.locator('table td').allTextContents(), ['Mon', '$1']);
+    assert.deepEqual(await last.locator('li.task input[type=checkbox]').evaluateAll((l) => l.map((b) => b.checked)), [true, false]);
+    const link = last.getByRole('link', { name: 'the docs' });
+    assert.equal(await link.getAttribute('target'), '_blank');
+    assert.match(await link.getAttribute('rel'), /noopener/);
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: stack.url });
+    await last.getByRole('button', { name: 'Copy the code' }).click();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'let x = 1;');
+    await last.getByRole('button', { name: 'Copy the reply' }).click();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), md);
+    await shot(page, '23-markdown');
+    // Regenerate: the conversation goes back to before the message, which
+    // is sent again; the old answer leaves the chat.
+    const turn = Number(await last.getAttribute('data-turn'));
+    await last.getByRole('button', { name: 'Regenerate the last answer' }).click();
+    await waitFor(page, (t) => {
+      const all = document.querySelectorAll('#transcript > .msg.assistant');
+      const l = all[all.length - 1];
+      return Number(l.dataset.turn) === t + 1 && !l.classList.contains('running') && l.textContent.includes('milk');
+    }, turn, 'the regenerated answer');
+    await waitIdle(page);
+    const asked = await page.locator('#transcript > .msg.user').evaluateAll((l, m) => l.filter((e) => e.innerText === m).length, `[[say ${md}]]`);
+    assert.equal(asked, 1, 'the message shows once');
+    const history = await (await fetch(stack.url + '/api/claude/history?session_id=' + sessionID, { headers: HEADERS })).json();
+    assert.equal(history.messages.filter((m) => m.role === 'user' && m.content === `[[say ${md}]]`).length, 1, 'the conversation has it once');
+  });
+
+  step('chats are renamed, pinned, found and deleted from the list, from the keyboard too', async () => {
+    const post = async (p, body) => (await fetch(stack.url + '/api/claude' + p, { method: 'POST', headers: { ...HEADERS, 'Content-Type': 'application/json' }, body: JSON.stringify(body) })).json();
+    const other = await post('/sessions', {});
+    await post('/sessions/' + other.id + '/messages', { message: '[[say a soup of leeks and butter]]' });
+    for (let i = 0; i < 200; i++) {
+      const info = await (await fetch(stack.url + '/api/claude/sessions/' + other.id, { headers: HEADERS })).json();
+      if (info.state === 'idle' && info.title) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const row = (id) => page.locator(`.session-row[data-session-id="${id}"]`);
+    await row(other.id).waitFor();
+    // Rename with the keyboard: the row's options, Rename, type, Enter.
+    await row(sessionID).locator('.session-more').focus();
+    await page.keyboard.press('Enter');
+    await row(sessionID).getByRole('button', { name: 'Rename' }).waitFor();
+    await shot(page, '24-chat-options');
+    assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Rename', 'the options take the focus');
+    await page.keyboard.press('Enter');
+    await row(sessionID).getByRole('textbox', { name: 'New title' }).waitFor();
+    await page.keyboard.type('Greetings from the browser');
+    await page.keyboard.press('Enter');
+    await waitFor(page, (id) => document.querySelector(`.session[data-session-id="${id}"] .session-title`)?.textContent === 'Greetings from the browser', sessionID, 'the new title in the list');
+    await waitFor(page, () => document.title === 'Greetings from the browser · Major' && document.getElementById('chat-title').textContent === 'Greetings from the browser', null, 'the new title on the page');
+    // An empty title is refused, in the row.
+    await row(sessionID).locator('.session-more').click();
+    await row(sessionID).getByRole('button', { name: 'Rename' }).click();
+    await row(sessionID).getByRole('textbox', { name: 'New title' }).fill('   ');
+    await row(sessionID).getByRole('button', { name: 'Save' }).click();
+    await row(sessionID).getByText('title is required').waitFor();
+    await page.keyboard.press('Escape');
+    await row(sessionID).locator('.session-options').waitFor({ state: 'hidden' });
+
+    // The newer chat is first; pinned, the older one goes on top.
+    const order = () => page.locator('#sessions > li').evaluateAll((l) => l.map((e) => e.dataset.sessionId));
+    assert.equal((await order())[0], other.id);
+    await row(sessionID).locator('.session-more').click();
+    await row(sessionID).getByRole('button', { name: 'Pin on top' }).click();
+    await waitFor(page, (id) => document.querySelector('#sessions > li')?.dataset.sessionId === id, sessionID, 'the pinned chat on top');
+    await row(sessionID).locator('.mark.pin').waitFor();
+    assert.equal((await (await fetch(stack.url + '/api/claude/sessions/' + sessionID, { headers: HEADERS })).json()).pinned, true);
+
+    // Search: by a word of the messages, then cleared.
+    await page.getByRole('searchbox', { name: 'Search chats' }).fill('leeks');
+    await waitFor(page, (id) => {
+      const ids = [...document.querySelectorAll('#sessions > li')].map((e) => e.dataset.sessionId);
+      return ids.length === 1 && ids[0] === id;
+    }, other.id, 'only the chat with leeks');
+    assert.match(await row(other.id).locator('.session-match').textContent(), /leeks/);
+    assert.ok(await page.locator('#controls').isVisible(), 'the open chat keeps its settings while the list shows a search');
+    await shot(page, '25-search');
+    await page.getByRole('searchbox', { name: 'Search chats' }).fill('nothing says this');
+    await page.getByText('No chat has these words.').waitFor();
+    await page.getByRole('searchbox', { name: 'Search chats' }).fill('');
+    await waitFor(page, () => document.querySelectorAll('#sessions > li').length >= 2, null, 'every chat again');
+
+    // Delete asks first, then the chat is gone, here and on the server.
+    await row(other.id).locator('.session-more').click();
+    await row(other.id).getByRole('button', { name: 'Delete' }).click();
+    await row(other.id).getByText('Delete this chat and its history?').waitFor();
+    await row(other.id).getByRole('button', { name: 'Delete' }).click();
+    await row(other.id).waitFor({ state: 'detached' });
+    assert.equal((await fetch(stack.url + '/api/claude/sessions/' + other.id, { headers: HEADERS })).status, 404);
+    // The renamed chat stays pinned: unpinned, for the steps after.
+    await row(sessionID).locator('.session-more').click();
+    await row(sessionID).getByRole('button', { name: 'Unpin' }).click();
+    await row(sessionID).locator('.mark.pin').waitFor({ state: 'detached' });
   });
 
   step('Interrupt stops a running turn', async () => {
@@ -316,16 +475,37 @@ describe('web client', () => {
     await waitIdle(page);
   });
 
+  step('a question card is answered from the keyboard alone', async () => {
+    await send(page, '[[ask]]');
+    await page.locator('.card.question').waitFor();
+    await page.getByLabel('Message').focus();
+    // Back from the composer, the way a keyboard goes, to the card's option.
+    let reached = false;
+    for (let i = 0; i < 40 && !reached; i++) {
+      await page.keyboard.press('Shift+Tab');
+      reached = await page.evaluate(() => !!document.activeElement.closest('.card.question') && /Blue/.test(document.activeElement.textContent));
+    }
+    assert.ok(reached, 'the option is reachable with Shift+Tab from the composer');
+    await page.keyboard.press('Enter');
+    await waitReply(page, '"Which color?"="Blue"');
+    await waitIdle(page);
+  });
+
   step('permission prompts: deny, then allow; each post asks on its own', async () => {
     const post = '[[tool mcp__linkedin__linkedin_post {"text":"Notes on notes"}]]';
     await send(page, post);
     let card = page.locator('.card.permission');
     await card.waitFor();
-    await card.getByText('linkedin_post').first().waitFor();
+    // What is decided comes first, whole: the post's words, under a
+    // person's name for the tool.
+    await card.getByRole('heading', { name: 'Publish on LinkedIn?' }).waitFor();
+    assert.equal(await card.locator('.card-draft').textContent(), 'Notes on notes');
+    assert.ok(await card.locator('.card-draft').isVisible(), 'the words are shown, not folded away');
     await page2.locator('.card.permission').waitFor();
+    await accessible(page, 'the chat with a permission card open');
     await shot(page, '10-permission');
     await card.getByRole('button', { name: 'Deny' }).click();
-    await waitReply(page, 'Denied linkedin_post.');
+    await waitReply(page, 'Denied: Publish on LinkedIn.');
     assert.match(await lastReply(page), /denied/i);
     await waitFor(page2, () => !document.querySelector('.card'), null, 'the card to leave the second client');
     await waitIdle(page);
@@ -336,7 +516,7 @@ describe('web client', () => {
     // A post is approved for its own words only: no "for this session".
     assert.equal(await card.getByRole('button', { name: 'Allow for this session' }).count(), 0);
     await card.getByRole('button', { name: 'Allow', exact: true }).click();
-    await waitReply(page, 'Allowed linkedin_post.');
+    await waitReply(page, 'Allowed: Publish on LinkedIn.');
     await waitIdle(page);
 
     // The next post asks again.
@@ -344,8 +524,67 @@ describe('web client', () => {
     card = page.locator('.card.permission');
     await card.waitFor();
     await card.getByRole('button', { name: 'Deny' }).click();
-    await waitReply(page, 'Denied linkedin_post.');
+    await waitReply(page, 'Denied: Publish on LinkedIn.');
     await waitIdle(page);
+  });
+
+  step('a tool call the vault guard refuses looks refused', async () => {
+    await send(page, '[[tool Read {"file_path":"/etc/passwd"}]]');
+    await waitIdle(page);
+    const refused = page.locator('#transcript .tool.refused').last();
+    await refused.waitFor();
+    assert.match(await refused.textContent(), /Read a note.*Not allowed: Access denied/);
+    await shot(page, '26-refused-tool');
+  });
+
+  step('"Ask first" shows an edit\'s lines before it runs; "Plan first" shows the plan as Markdown', async () => {
+    const note = path.join(stack.tmp, 'vault', 'sebastian', 'welcome.md');
+    await page.getByLabel('Mode', { exact: true }).selectOption('default');
+    await waitFor(page, () => document.getElementById('mode').value === 'default', null, 'Ask first');
+    await send(page, `[[tool Read {"file_path":"${note}"}]]`);
+    await waitIdle(page);
+    await send(page, `[[tool Edit {"file_path":"${note}","old_string":"The notes of sebastian.","new_string":"The notes of Sebastian, edited."}]]`);
+    let card = page.locator('.card.permission');
+    await card.waitFor();
+    await card.getByRole('heading', { name: 'Edit a note?' }).waitFor();
+    assert.deepEqual(await card.locator('.card-diff .del').allTextContents(), ['- The notes of sebastian.\n']);
+    assert.deepEqual(await card.locator('.card-diff .ins').allTextContents(), ['+ The notes of Sebastian, edited.\n']);
+    await accessible(page, 'the chat with an edit card open');
+    await shot(page, '27-edit-card');
+    await card.getByRole('button', { name: 'Deny' }).click();
+    await waitReply(page, 'Denied: Edit a note.');
+    await waitIdle(page);
+    assert.match(readFileSync(note, 'utf8'), /The notes of sebastian\./, 'the note is unchanged');
+
+    await page.getByLabel('Mode', { exact: true }).selectOption('plan');
+    await waitFor(page, () => document.getElementById('mode').value === 'plan', null, 'plan mode');
+    await send(page, '[[tool ExitPlanMode {"plan":"# Tidy the notes\\n\\n1. Read them\\n2. **Merge** the duplicates"}]]');
+    card = page.locator('.card.permission');
+    await card.waitFor();
+    await card.getByRole('heading', { name: 'Go ahead with the plan?' }).waitFor();
+    assert.equal(await card.locator('.card-plan h3').textContent(), 'Tidy the notes');
+    assert.equal(await card.locator('.card-plan ol li strong').textContent(), 'Merge');
+    await shot(page, '28-plan-card');
+    await card.getByRole('button', { name: 'Deny' }).click();
+    await waitReply(page, 'Denied: Go ahead with the plan.');
+    await waitIdle(page);
+    await page.getByLabel('Mode', { exact: true }).selectOption('acceptEdits');
+    await waitFor(page, () => document.getElementById('mode').value === 'acceptEdits', null, 'Edit notes');
+  });
+
+  step('the Usage page charts 30 days of cost and tokens with the daily budget', async () => {
+    await page.getByRole('button', { name: 'Usage' }).click();
+    const view = page.locator('#usage-view');
+    await view.locator('#usage-cost svg').waitFor();
+    assert.equal(await view.locator('#usage-cost .bar').count(), 30);
+    assert.equal(await view.locator('#usage-tokens .bar').count(), 30);
+    assert.equal(await view.locator('#usage-cost .budget').count(), 1, 'the budget is a line');
+    assert.match(await view.locator('#usage-summary').textContent(), /Today \$\d+\.\d\d of \$5\.00 a day/);
+    assert.equal(await view.locator('#usage-table tbody tr').count(), 30);
+    await accessible(page, 'the usage page');
+    await shot(page, '29-usage');
+    await page.keyboard.press('Escape');
+    await view.waitFor({ state: 'hidden' });
   });
 
   step('the second client re-attaches after a drop without losing or repeating events', async () => {
@@ -399,11 +638,11 @@ describe('web client', () => {
     await page.mouse.up();
     const card = page.locator('.card.permission');
     await card.waitFor();
-    await card.getByRole('heading', { name: /Publish with linkedin_post/ }).waitFor();
+    await card.getByRole('heading', { name: 'Publish on LinkedIn?' }).waitFor();
     assert.equal(await card.locator('.card-draft').textContent(), text, 'the card shows the exact words');
     await shot(page, '15-draft');
     await card.getByRole('button', { name: 'Deny' }).click();
-    await waitFor(page, () => /Declined linkedin_post/.test(document.querySelector('#transcript .answered')?.textContent || ''), null, 'the declined draft');
+    await waitFor(page, () => /Declined: Publish on LinkedIn/.test(document.querySelector('#transcript .answered')?.textContent || ''), null, 'the declined draft');
     assert.equal(await page.locator('.card').count(), 0);
   });
 
@@ -427,6 +666,8 @@ describe('web client', () => {
     await page.getByRole('button', { name: 'Fork chat' }).click();
     await waitFor(page, (id) => location.hash && decodeURIComponent(location.hash.slice(1)) !== id, sessionID, 'the fork to open');
     await waitFor(page, (n) => document.querySelectorAll('#transcript > .msg.user').length === n, before, 'the fork\'s transcript');
+    const fork = await page.evaluate(() => decodeURIComponent(location.hash.slice(1)));
+    await page.locator(`.session-row[data-session-id="${fork}"] .mark.fork`).waitFor();
   });
 
   step('the Terminal view shows Claude Code on the same conversation', async () => {
@@ -442,6 +683,25 @@ describe('web client', () => {
     // xterm.js styles its cells inline: under the page's policy too.
     assert.deepEqual(await page.evaluate(() => window.cspViolations), [], 'the terminal breaks no rule of the policy');
     assert.ok(await page.evaluate(() => document.querySelectorAll('#terminal style').length > 0 && [...document.querySelectorAll('#terminal style')].every((s) => s.sheet)), 'the terminal\'s style elements apply');
+    // The signs Claude Code draws come from the vendored fonts, so none is
+    // a box: each one is drawn unlike a character no font has (U+2427, in
+    // the symbols fonts' range, so their own box is the one compared).
+    const drawn = await page.evaluate(async () => {
+      await document.fonts.ready;
+      const stack = '28px "Major Mono", "Major Symbols", "Major Symbols 1", monospace';
+      await Promise.all(['⎿⏵✻●❯─a\u2427'].map((t) => document.fonts.load(stack, t)));
+      const c = document.createElement('canvas');
+      const g = c.getContext('2d');
+      const pixels = (ch) => {
+        c.width = 40; c.height = 40;
+        g.font = stack;
+        g.fillText(ch, 4, 30);
+        return Array.from(g.getImageData(0, 0, 40, 40).data).join(',');
+      };
+      const box = pixels('\u2427');
+      return Object.fromEntries([...'⎿⏵✻●❯─a'].map((ch) => [ch, pixels(ch) !== box]));
+    });
+    assert.deepEqual(drawn, { '⎿': true, '⏵': true, '✻': true, '●': true, '❯': true, '─': true, a: true }, 'the CLI\'s signs have glyphs');
     await shot(page, '18-terminal');
     await page.keyboard.type('[[say Typed in the terminal]]');
     await page.keyboard.press('Enter');
@@ -450,6 +710,10 @@ describe('web client', () => {
     await shot(page, '19-terminal-answer');
     await page.getByRole('button', { name: 'Back to the chat' }).click();
     await page.locator('#terminal-view').waitFor({ state: 'hidden' });
+    // What was said in the terminal shows in the chat.
+    await page.locator('#transcript > .msg.user.terminal', { hasText: '[[say Typed in the terminal]]' }).waitFor();
+    await page.locator('#transcript > .msg.assistant.terminal', { hasText: 'Typed in the terminal' }).waitFor();
+    await shot(page, '19b-terminal-turn-in-chat');
     // The chat continues the conversation, the terminal's turn included.
     await send(page, '[[recall]]');
     await waitReply(page, 'Typed in the terminal');
@@ -713,6 +977,17 @@ describe('web client', () => {
       await page.getByRole('button', { name: 'Notifications' }).click();
       await page.locator('#settings-view .device', { hasText: 'e2e' }).waitFor();
       assert.equal(await page.locator('#events input:checked').count(), 6, 'every event is chosen');
+      await accessible(page, 'the notification settings');
+      // When the browser offers to install the app, the page offers it too.
+      assert.equal(await page.getByRole('button', { name: 'Install the app' }).isVisible(), false);
+      await page.evaluate(() => {
+        const offer = new Event('beforeinstallprompt', { cancelable: true });
+        offer.prompt = async () => { window.installAsked = true; };
+        window.dispatchEvent(offer);
+      });
+      await page.getByRole('button', { name: 'Install the app' }).click();
+      assert.equal(await page.evaluate(() => window.installAsked), true, 'the browser was asked to install the app');
+      await page.getByRole('button', { name: 'Install the app' }).waitFor({ state: 'hidden' });
       await shot(page, '20-notifications');
       await page.getByRole('button', { name: 'Back to the chat' }).click();
       await page.locator('#settings-view').waitFor({ state: 'hidden' });
@@ -741,16 +1016,53 @@ describe('web client', () => {
     const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `no sideways scrolling (${overflow}px too wide: ${await widest(phone)})`);
     assert.equal(await phone.locator('#sidebar').isVisible(), false, 'the drawer closed after choosing a chat');
+    // The chat gets the screen: its settings wait behind a button, and
+    // its title is not cut to a few letters.
+    assert.equal(await phone.locator('#controls').isVisible(), false, 'the chat\'s settings are folded away');
+    const titleWidth = await phone.locator('#chat-title').evaluate((e) => e.getBoundingClientRect().width);
+    assert.ok(titleWidth >= 200, `the title has room: ${titleWidth}px`);
     await shot(phone, '13-phone');
+    await phone.getByRole('button', { name: 'Chat settings' }).click();
+    await phone.getByLabel('Model', { exact: true }).waitFor();
+    assert.equal(await phone.getByRole('button', { name: 'Fork chat' }).isVisible(), true);
+    assert.ok(await phone.locator('#spend').isVisible(), 'the spending is in the menu');
+    await accessible(phone, 'the chat on a phone with its settings open');
+    await shot(phone, '30-phone-chat-settings');
+    await phone.keyboard.press('Escape');
+    await phone.locator('#controls').waitFor({ state: 'hidden' });
     await phone.getByRole('button', { name: 'Show chats' }).click();
     await phone.locator('#sidebar').waitFor({ state: 'visible' });
     await new Promise((r) => setTimeout(r, 300));
+    // In the drawer, a chat's options and the search work as on a laptop,
+    // and titles keep most of their width.
+    const row = phone.locator(`.session-row[data-session-id="${sessionID}"]`);
+    const width = await row.locator('.session-title').evaluate((e) => e.getBoundingClientRect().width);
+    assert.ok(width >= 180, `the chat's title has room in the drawer: ${width}px`);
+    await row.locator('.session-more').click();
+    await row.getByRole('button', { name: 'Rename' }).waitFor();
     await shot(phone, '14-phone-drawer');
+    await phone.keyboard.press('Escape');
+    await phone.locator('#sidebar').waitFor({ state: 'visible' });
+    await phone.getByRole('searchbox', { name: 'Search chats' }).fill('Greetings');
+    await waitFor(phone, (id) => [...document.querySelectorAll('#sessions > li')].some((e) => e.dataset.sessionId === id), sessionID, 'the chat found on the phone');
+    await phone.getByRole('searchbox', { name: 'Search chats' }).fill('');
     // The account's buttons are at the drawer's foot on a phone.
     await phone.locator('#sidebar').getByRole('button', { name: 'Notifications' }).click();
     await phone.locator('#settings-view').waitFor();
     await phone.locator('#sidebar').waitFor({ state: 'hidden' });
     await phone.getByRole('button', { name: 'Back to the chat' }).click();
+    // The usage page fits a phone too.
+    await phone.getByRole('button', { name: 'Show chats' }).click();
+    await phone.locator('#sidebar').getByRole('button', { name: 'Usage' }).click();
+    await phone.locator('#usage-cost svg').waitFor();
+    const overflow2 = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow2 <= 0, `the usage page does not scroll sideways (${overflow2}px: ${await widest(phone)})`);
+    await shot(phone, '31-phone-usage');
+    await phone.getByRole('button', { name: 'Back to the chat' }).click();
     await phone.context().close();
+  });
+
+  step('no page loaded anything from another origin', async () => {
+    assert.deepEqual(foreign, []);
   });
 });

@@ -57,6 +57,25 @@ export class Api {
     return (data && data.sessions) || [];
   }
 
+  // searchSessions lists the person's chats whose title or messages hold
+  // every word of query, the most recently active first.
+  async searchSessions(query) {
+    const data = await this.request('GET', '/api/claude/sessions?q=' + encodeURIComponent(query));
+    return (data && data.sessions) || [];
+  }
+
+  renameSession(id, title) {
+    return this.request('POST', this.session(id) + '/title', { title });
+  }
+
+  pinSession(id, pinned) {
+    return this.request('POST', this.session(id) + '/pin', { pinned });
+  }
+
+  deleteSession(id) {
+    return this.request('DELETE', this.session(id));
+  }
+
   createSession() {
     return this.request('POST', '/api/claude/sessions');
   }
@@ -134,9 +153,10 @@ export class Api {
     return this.request('POST', this.session(id) + '/fork');
   }
 
-  // usage is today's spending and the limits.
-  usage() {
-    return this.request('GET', '/api/claude/usage?days=1');
+  // usage is the spending and tokens of the last days days (default
+  // today only), and the limits.
+  usage(days = 1) {
+    return this.request('GET', '/api/claude/usage?days=' + days);
   }
 
   interrupt(id) {
@@ -208,4 +228,5 @@ export const SHOWN_TYPES = [
   'question', 'question_answered', 'permission', 'permission_answered',
   'draft', 'draft_answered', 'settings', 'refused', 'rate_limit',
   'changes', 'imported', 'queued', 'queue_cancelled', 'steered',
+  'tool_result', 'title', 'rewound', 'terminal_turns',
 ];

@@ -8,6 +8,7 @@ import { TerminalView } from './terminal.js';
 import { Tray, NotesPanel, DiffDialog, attachedFiles } from './notes.js';
 import { DevicesView, pairingCode, redeemPairing } from './devices.js';
 import { Notifications, pageID, visible } from './notifications.js';
+import { UsageView } from './usage.js';
 
 const AUTH_KEY = 'major.auth';
 const SESSION_KEY = 'major.session';
@@ -66,6 +67,9 @@ const ui = {
   pairError: $('pair-error'),
   openDevices: $('open-devices'),
   openSettings: $('open-settings'),
+  openUsage: $('open-usage'),
+  chatSearch: $('chat-search'),
+  chatMenu: $('chat-menu'),
 };
 
 const notifications = new Notifications({
@@ -109,6 +113,13 @@ const app = {
   usage: null,
   // controlling counts the setting changes on their way to the server.
   controlling: 0,
+  // query is the chat list's search, found what it found (null without
+  // one); the list shows found, the rest of the page reads sessions.
+  query: '',
+  found: null,
+  // rowOpen is the chat whose options are open in the list, and what
+  // they show: 'menu', 'rename' or 'delete'.
+  rowOpen: null,
 };
 
 const tray = new Tray(ui.tray, () => updateChrome());
@@ -120,6 +131,7 @@ const view = new ChatView(ui.transcript, {
   permission: (requestID, behavior, remember) => app.api.permission(app.current, requestID, behavior, remember),
   attached: (files, paths) => attachedFiles(app.api, files, paths, (p) => notes.open(p)),
   showChanges: (turn) => diff.show(turn),
+  regenerate: (turn, message, changed) => regenerate(turn, message, changed),
 }, (kind) => {
   if (kind === 'turn_start' || kind === 'done' || kind === 'error') {
     app.awaitingTurn = false;
@@ -157,6 +169,13 @@ function showSignin(message) {
   ui.signinError.textContent = message || '';
   ui.signinError.hidden = !message;
   (ui.person.value ? ui.token : ui.person).focus();
+  firstScreen();
+}
+
+// firstScreen marks when the page first became usable (the sign-in or
+// the chat), for the browser test's performance timeline.
+function firstScreen() {
+  if (!performance.getEntriesByName('major-usable').length) performance.mark('major-usable');
 }
 
 async function signIn(auth) {
@@ -179,6 +198,7 @@ async function signIn(auth) {
   else closeSession();
   renderSessions();
   notifications.start();
+  firstScreen();
 }
 
 function signInError(err) {
@@ -241,7 +261,12 @@ function refreshSoon() {
 async function refreshSessions() {
   if (!app.api) return;
   try {
-    app.sessions = await app.api.listSessions();
+    const query = app.query;
+    const [sessions, found] = await Promise.all([app.api.listSessions(), query ? app.api.searchSessions(query) : null]);
+    // A search typed meanwhile answers for itself.
+    if (query !== app.query) return;
+    app.sessions = sessions;
+    app.found = found;
     app.usage = await app.api.usage();
     renderSessions();
   } catch (err) {
@@ -257,12 +282,14 @@ const STATE_LABEL = { running: 'Running', waiting: 'Needs your answer' };
 // still lands on the same element and opens the chat.
 function renderSessions() {
   const rows = new Map([...ui.sessions.children].map((li) => [li.dataset.sessionId, li]));
-  app.sessions.forEach((s, i) => {
+  const shown = app.found || app.sessions;
+  shown.forEach((s, i) => {
     const li = sessionRow(rows.get(s.id), s);
     if (ui.sessions.children[i] !== li) ui.sessions.insertBefore(li, ui.sessions.children[i] || null);
   });
-  while (ui.sessions.children.length > app.sessions.length) ui.sessions.lastElementChild.remove();
-  ui.sessionsEmpty.hidden = app.sessions.length > 0;
+  while (ui.sessions.children.length > shown.length) ui.sessions.lastElementChild.remove();
+  ui.sessionsEmpty.textContent = app.query ? 'No chat has these words.' : 'No chats yet.';
+  ui.sessionsEmpty.hidden = shown.length > 0;
   updateChrome();
 }
 
@@ -270,12 +297,18 @@ function renderSessions() {
 // to date.
 function sessionRow(li, s) {
   if (!li) {
-    li = h('li', {},
+    li = h('li', { class: 'session-row' },
       h('button', { type: 'button', class: 'session', 'data-session-id': s.id, onclick: () => { openSession(s.id); closeDrawer(); } },
         h('span', { class: 'session-title' }),
-        h('span', { class: 'session-meta' }, h('span', { class: 'badge' }), h('time', {}))));
+        h('span', { class: 'session-meta' }, h('span', { class: 'badge' }), h('time', {})),
+        h('span', { class: 'session-match' })),
+      h('button', { type: 'button', class: 'session-more', 'aria-expanded': 'false', onclick: () => toggleRow(s.id) }, h('span', { 'aria-hidden': 'true', text: '⋯' })),
+      h('div', { class: 'session-options', hidden: true }));
     li.dataset.sessionId = s.id;
   }
+  li.classList.toggle('pinned', !!s.pinned);
+  const more = li.children[1];
+  more.setAttribute('aria-label', 'Options for ' + (s.title || 'New chat'));
   const current = s.id === app.current;
   // The open chat's stream knows its state sooner than the list does.
   const state = current && app.stream && app.stream.state === 'live'
@@ -285,8 +318,14 @@ function sessionRow(li, s) {
   button.className = 'session' + (current ? ' current' : '');
   if (current) button.setAttribute('aria-current', 'page');
   else button.removeAttribute('aria-current');
-  const [title, meta] = button.children;
-  title.textContent = s.title || 'New chat';
+  const [title, meta, match] = button.children;
+  title.replaceChildren(
+    s.pinned ? h('span', { class: 'mark pin', text: 'Pinned' }) : '',
+    s.forked_from ? h('span', { class: 'mark fork', text: 'Fork', title: 'Forked from another chat' }) : '',
+    s.title || 'New chat');
+  title.title = s.title || '';
+  match.textContent = s.match || '';
+  match.hidden = !s.match;
   const [badge, time] = meta.children;
   badge.className = 'badge ' + (label ? state : '');
   badge.textContent = label || '';
@@ -295,6 +334,114 @@ function sessionRow(li, s) {
   time.textContent = ago(s.last_activity);
   return li;
 }
+
+// toggleRow opens or closes a chat's options in the list.
+function toggleRow(id, mode = 'menu') {
+  app.rowOpen = app.rowOpen && app.rowOpen.id === id && mode === 'menu' ? null : { id, mode };
+  drawRowOptions();
+}
+
+// drawRowOptions shows the open chat's options (Rename, Pin, Delete), or
+// its rename form or its delete question, and hides every other row's.
+function drawRowOptions() {
+  for (const li of ui.sessions.children) {
+    const open = app.rowOpen && app.rowOpen.id === li.dataset.sessionId ? app.rowOpen : null;
+    const [, more, panel] = li.children;
+    more.setAttribute('aria-expanded', String(!!open));
+    if (!open) {
+      if (!panel.hidden) panel.replaceChildren();
+      panel.hidden = true;
+      continue;
+    }
+    const s = (app.found || app.sessions).find((x) => x.id === open.id) || { id: open.id };
+    panel.hidden = false;
+    if (open.mode === 'rename') {
+      const input = h('input', { type: 'text', value: s.title || '', maxlength: '200', 'aria-label': 'New title', spellcheck: 'false' });
+      const form = h('form', { class: 'rename-form' }, input,
+        h('button', { type: 'submit', class: 'primary', text: 'Save' }),
+        h('button', { type: 'button', text: 'Cancel', onclick: () => closeRow(more) }));
+      form.addEventListener('submit', (e) => {
+        e.preventDefault();
+        rowAction(() => app.api.renameSession(s.id, input.value), more);
+      });
+      panel.replaceChildren(form, h('p', { class: 'form-error', role: 'alert', hidden: true }));
+      input.focus();
+      input.select();
+    } else if (open.mode === 'delete') {
+      const keep = h('button', { type: 'button', text: 'Keep it', onclick: () => closeRow(more) });
+      panel.replaceChildren(h('p', { class: 'delete-question', text: 'Delete this chat and its history?' }),
+        h('div', { class: 'row-actions' },
+          h('button', { type: 'button', class: 'danger', text: 'Delete', onclick: () => deleteChat(s.id) }), keep),
+        h('p', { class: 'form-error', role: 'alert', hidden: true }));
+      keep.focus();
+    } else {
+      const first = h('button', { type: 'button', text: 'Rename', onclick: () => toggleRow(s.id, 'rename') });
+      panel.replaceChildren(h('div', { class: 'row-actions' }, first,
+        h('button', { type: 'button', text: s.pinned ? 'Unpin' : 'Pin on top', onclick: () => rowAction(() => app.api.pinSession(s.id, !s.pinned), more) }),
+        h('button', { type: 'button', class: 'danger', text: 'Delete', onclick: () => toggleRow(s.id, 'delete') })),
+      h('p', { class: 'form-error', role: 'alert', hidden: true }));
+      first.focus();
+    }
+  }
+}
+
+function closeRow(focus) {
+  app.rowOpen = null;
+  drawRowOptions();
+  if (focus) focus.focus();
+}
+
+// rowAction runs a change to a chat from its options, then closes them
+// and shows the list as the server has it; a refusal shows in the row.
+async function rowAction(fn, more) {
+  const panel = more.nextElementSibling;
+  try {
+    await fn();
+  } catch (err) {
+    if (authLost(err)) return;
+    const error = panel.querySelector('.form-error');
+    error.textContent = err.message;
+    error.hidden = false;
+    return;
+  }
+  closeRow(more);
+  await refreshSessions();
+}
+
+async function deleteChat(id) {
+  const li = [...ui.sessions.children].find((x) => x.dataset.sessionId === id);
+  await rowAction(() => app.api.deleteSession(id), li.children[1]);
+  if (!app.sessions.some((s) => s.id === id)) {
+    if (app.current === id) closeSession('');
+    ui.newChat.focus();
+  }
+}
+
+// The list's search asks the server once typing pauses.
+let searchTimer = null;
+ui.chatSearch.addEventListener('input', () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => {
+    app.query = ui.chatSearch.value.trim();
+    app.rowOpen = null;
+    refreshSessions();
+  }, 250);
+});
+ui.chatSearch.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape' && ui.chatSearch.value) {
+    e.stopPropagation();
+    ui.chatSearch.value = '';
+    app.query = '';
+    refreshSessions();
+  }
+});
+ui.sessions.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape' && app.rowOpen) {
+    e.stopPropagation();
+    const li = [...ui.sessions.children].find((x) => x.dataset.sessionId === app.rowOpen.id);
+    closeRow(li && li.children[1]);
+  }
+});
 
 // ago is a short relative time.
 function ago(iso) {
@@ -344,6 +491,7 @@ function openSession(id) {
 function closeSession(notice) {
   stopStream();
   app.current = null;
+  closeControls();
   app.steering.clear();
   view.reset();
   app.notice = notice || '';
@@ -382,13 +530,25 @@ const usd = (n) => '$' + (n || 0).toFixed(2);
 function renderControls(current) {
   ui.controls.hidden = !current;
   if (!current) return;
+  // The model in effect, by the name a person reads: the one chosen,
+  // else the one the CLI said it runs, else its default (not yet known).
   const model = current.model || '';
-  if (model && ![...ui.model.options].some((o) => o.value === model)) {
-    ui.model.append(h('option', { value: model, text: model }));
+  const alias = [...ui.model.options].find((o) => !o.dataset.inEffect && o.value === model);
+  let effect = ui.model.querySelector('option[data-in-effect]');
+  if (alias) {
+    if (effect) effect.remove();
+  } else {
+    if (!effect) {
+      effect = h('option', { 'data-in-effect': 'true' });
+      ui.model.prepend(effect);
+    }
+    effect.value = model;
+    effect.textContent = model ? current.model_name || model : 'Default model';
+    effect.disabled = !model;
   }
   // A change on its way to the server is not undone by an older list.
   if (!app.controlling) {
-    ui.model.value = model || 'sonnet';
+    ui.model.value = model;
     ui.mode.value = current.permission_mode || 'acceptEdits';
   }
   const limits = (app.usage && app.usage.limits) || {};
@@ -413,6 +573,17 @@ async function control(fn) {
   await refreshSessions();
   app.controlling--;
   updateChrome();
+}
+
+// regenerate asks for the last answer again: the conversation goes back
+// to before its message (and the notes it changed, when it changed any)
+// and the same message is sent once more.
+function regenerate(turn, message, changed) {
+  return control(async (id) => {
+    await app.api.rewind(id, { message_id: `turn-${turn}-user`, conversation: true, files: changed });
+    await app.api.postMessage(id, message);
+    app.awaitingTurn = true;
+  });
 }
 
 ui.model.addEventListener('change', () => control((id) => app.api.setModel(id, ui.model.value)));
@@ -550,7 +721,7 @@ function showNotice(text) {
 function updateChrome() {
   const running = view.running;
   const current = app.sessions.find((s) => s.id === app.current);
-  ui.title.textContent = (current && current.title) || view.firstMessage || 'New chat';
+  ui.title.textContent = view.title || (current && current.title) || view.firstMessage || 'New chat';
   document.title = app.current && ui.title.textContent !== 'New chat' ? ui.title.textContent + ' · Major' : 'Major';
   ui.empty.hidden = !view.empty;
   ui.transcript.hidden = view.empty && !view.running;
@@ -580,6 +751,7 @@ function updateChrome() {
   ui.fork.disabled = locked;
   renderControls(current);
   ui.openTerminal.hidden = !app.current;
+  ui.chatMenu.hidden = !app.current;
   ui.openTerminal.disabled = locked;
   if (!locked && document.activeElement === document.body) ui.message.focus();
 }
@@ -636,6 +808,40 @@ ui.closeTerminal.addEventListener('click', async () => {
   ui.message.focus();
 });
 
+// ---- the Usage page ----
+
+const usageView = new UsageView({
+  view: $('usage-view'), summary: $('usage-summary'), cost: $('usage-cost'), tokens: $('usage-tokens'), table: $('usage-table'),
+}, () => app.api);
+ui.openUsage.addEventListener('click', () => {
+  usageView.show();
+  $('close-usage').focus();
+});
+$('close-usage').addEventListener('click', () => {
+  usageView.hide();
+  ui.message.focus();
+});
+
+// ---- small screens: the chat's settings are behind a menu button ----
+
+function closeControls() {
+  ui.app.classList.remove('controls-open');
+  ui.chatMenu.setAttribute('aria-expanded', 'false');
+}
+ui.chatMenu.addEventListener('click', () => {
+  const open = !ui.app.classList.contains('controls-open');
+  ui.app.classList.toggle('controls-open', open);
+  ui.chatMenu.setAttribute('aria-expanded', String(open));
+  if (open) ui.model.focus();
+});
+ui.fork.addEventListener('click', closeControls);
+for (const b of ui.controls.querySelectorAll('[data-opens]')) {
+  b.addEventListener('click', () => {
+    closeControls();
+    $(b.dataset.opens).click();
+  });
+}
+
 // ---- devices and pairing ----
 
 const devices = new DevicesView({
@@ -673,6 +879,28 @@ $('close-settings').addEventListener('click', () => {
   ui.message.focus();
 });
 
+// "Install the app" shows when the browser offers to install the page
+// as an app (it fires beforeinstallprompt once the manifest and service
+// worker qualify), and asks it to.
+let installOffer = null;
+const installButton = $('install-app');
+window.addEventListener('beforeinstallprompt', (e) => {
+  e.preventDefault();
+  installOffer = e;
+  installButton.hidden = false;
+});
+installButton.addEventListener('click', async () => {
+  if (!installOffer) return;
+  const offer = installOffer;
+  installOffer = null;
+  installButton.hidden = true;
+  await offer.prompt();
+});
+window.addEventListener('appinstalled', () => {
+  installOffer = null;
+  installButton.hidden = true;
+});
+
 // The server notifies only when no page of the person watches the chat:
 // this one says when it is hidden and seen again.
 document.addEventListener('visibilitychange', () => {
@@ -707,7 +935,17 @@ for (const b of ui.sidebar.querySelectorAll('[data-opens]')) {
 ui.menu.addEventListener('click', () => (ui.app.classList.contains('drawer-open') ? closeDrawer() : openDrawer()));
 ui.scrim.addEventListener('click', closeDrawer);
 document.addEventListener('keydown', (e) => {
-  if (e.key === 'Escape') closeDrawer();
+  if (e.key !== 'Escape') return;
+  if (!$('usage-view').hidden) {
+    $('close-usage').click();
+    return;
+  }
+  if (ui.app.classList.contains('controls-open')) {
+    closeControls();
+    ui.chatMenu.focus();
+    return;
+  }
+  closeDrawer();
 });
 
 // ---- start ----

@@ -5,6 +5,7 @@
 // the replay.
 
 import { parse, render } from './markdown.js';
+import { toolName, editLines, refused } from './tools.js';
 
 // h creates an element; text is always set as text, never parsed as HTML.
 // rateLimitText says where the account stands with its rate limit.
@@ -31,12 +32,6 @@ export function h(tag, props = {}, ...children) {
   return el;
 }
 
-// toolLabel names a tool for people: MCP tools lose their prefix.
-export function toolLabel(name) {
-  const m = /^mcp__([^_]+(?:_[^_]+)*?)__(.+)$/.exec(name || '');
-  return m ? m[2] : name || 'tool';
-}
-
 // toolDetail is the one input field that says what a tool call is about.
 export function toolDetail(input) {
   if (!input || typeof input !== 'object') return '';
@@ -50,6 +45,60 @@ export function toolDetail(input) {
 }
 
 let cardCounter = 0;
+
+// SOURCES maps a reply's text element to its segment ({text}: the
+// Markdown as written).
+const SOURCES = new WeakMap();
+
+// POSTS are the tools whose text is published under the person's name.
+const POSTS = /^mcp__linkedin__linkedin_(post|post_comment|reply_comment)$/;
+
+// decision is what a permission or draft card asks the person to decide
+// on, shown whole: the words of a post, the plan, the lines an edit takes
+// out and puts in, the command; null when the call's detail says it.
+function decision(tool, input) {
+  if (!input || typeof input !== 'object') return null;
+  if (POSTS.test(tool || '') && typeof input.text === 'string') return h('blockquote', { class: 'card-draft', text: input.text });
+  if (tool === 'ExitPlanMode' && typeof input.plan === 'string') return h('div', { class: 'md card-plan' }, render(parse(input.plan)));
+  const lines = editLines(tool, input);
+  if (lines) {
+    return h('div', { class: 'card-edit' },
+      typeof input.file_path === 'string' ? h('p', { class: 'card-file', text: input.file_path }) : null,
+      h('pre', { class: 'card-diff', tabindex: '0', 'aria-label': 'Lines taken out (−) and put in (+)' },
+        lines.map((l) => h('span', { class: { '-': 'del', '+': 'ins', ' ': 'ctx' }[l.op], text: (l.op === ' ' ? '  ' : l.op + ' ') + l.text + '\n' }))));
+  }
+  if (typeof input.command === 'string') return h('pre', { class: 'card-command', tabindex: '0', text: input.command });
+  const detail = toolDetail(input);
+  return detail ? h('p', { class: 'card-detail', text: detail }) : null;
+}
+
+// copyButton copies what text() returns to the clipboard, and says so.
+export function copyButton(label, text, cls = 'copy') {
+  const b = h('button', { type: 'button', class: cls, text: 'Copy', 'aria-label': label });
+  b.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(text());
+      b.textContent = 'Copied';
+    } catch {
+      b.textContent = 'Copy failed';
+    }
+    setTimeout(() => { b.textContent = 'Copy'; }, 1500);
+  });
+  return b;
+}
+
+// withCodeCopy gives each code block in el a copy button of its own.
+function withCodeCopy(el) {
+  for (const pre of el.querySelectorAll('pre')) {
+    if (pre.parentElement.classList.contains('code-block')) continue;
+    const wrap = h('div', { class: 'code-block' });
+    pre.replaceWith(wrap);
+    // A wide block scrolls sideways: from the keyboard too.
+    pre.tabIndex = 0;
+    wrap.append(copyButton('Copy the code', () => pre.textContent, 'copy copy-code'), pre);
+  }
+  return el;
+}
 
 export class ChatView {
   // root is the transcript element; actions are
@@ -74,6 +123,14 @@ export class ChatView {
     this.turn = null; // the assistant reply being written
     this.segment = null; // its text part being written
     this.cards = new Map(); // request id -> {el, kind, tool}
+    this.tools = new Map(); // tool call id -> its line
+    // calls are the inputs of the turn's latest call of each tool, as the
+    // model made it: the CLI asks about ExitPlanMode with an empty input.
+    this.calls = new Map();
+    this.title = ''; // the title the person gave the chat, from its event
+    // last is the newest turn's number, message and reply, for
+    // regenerating it.
+    this.last = null;
     this.status = '';
     this.firstMessage = '';
     this.messages = 0;
@@ -107,9 +164,12 @@ export class ChatView {
         if (i >= 0) this.queue.splice(i, 1);
         this.flush();
         this.closeTurn();
+        this.turns++;
         this.addUser(ev.message || '', ev.attachments, ev.notes);
         this.openTurn();
-        this.turns++;
+        for (const b of this.root.querySelectorAll('.regenerate')) b.remove();
+        this.calls.clear();
+        this.last = { turn: this.turns, message: ev.message || '', plain: !(ev.attachments || []).length && !(ev.notes || []).length, reply: this.turn };
         this.running = true;
         this.setStatus('');
         break;
@@ -136,8 +196,18 @@ export class ChatView {
         else if (this.running) this.setStatus(ev.message || 'Working…');
         break;
       case 'tool':
-        if (ev.name !== 'AskUserQuestion') this.addTool(ev.name, ev.input);
-        if (this.running) this.setStatus(`Tool: ${toolLabel(ev.name)} ${toolDetail(ev.input)}`.trim());
+        if (ev.name !== 'AskUserQuestion') this.addTool(ev.name, ev.input, ev.id);
+        this.calls.set(ev.name, ev.input);
+        if (this.running) this.setStatus(`${toolName(ev.name)} ${toolDetail(ev.input)}`.trim());
+        break;
+      case 'tool_result':
+        this.toolResult(ev);
+        break;
+      case 'title':
+        this.title = ev.title || '';
+        break;
+      case 'rewound':
+        if (ev.conversation) this.rewound(ev.turn);
         break;
       case 'done':
         this.endTurn();
@@ -183,6 +253,14 @@ export class ChatView {
       case 'imported':
         this.addImported(ev.messages || []);
         break;
+      case 'terminal_turns':
+        this.flush();
+        this.closeTurn();
+        // The newest answer is the terminal's now: none to regenerate.
+        for (const b of this.root.querySelectorAll('.regenerate')) b.remove();
+        this.last = null;
+        this.addImported(ev.messages || [], 'terminal');
+        break;
       default:
         return;
     }
@@ -207,19 +285,33 @@ export class ChatView {
     this.messages++;
     if (!this.firstMessage) this.firstMessage = text;
     const attached = this.actions.attached ? this.actions.attached(files, notes) : null;
-    this.root.appendChild(h('div', { class: 'msg user' }, h('div', { class: 'bubble', 'aria-label': 'You said' }, attached, plain(text))));
+    this.root.appendChild(h('div', { class: 'msg user', 'data-turn': String(this.turns) }, h('div', { class: 'bubble', 'aria-label': 'You said' }, attached, plain(text))));
   }
 
-  // addImported shows a conversation imported when the chat was made.
-  addImported(messages) {
+  // rewound takes turn and the ones after it out of the transcript: the
+  // conversation goes on from before it (a regenerated answer).
+  rewound(turn) {
+    this.flush();
+    for (const el of [...this.root.querySelectorAll(':scope > [data-turn]')]) {
+      if (Number(el.dataset.turn) >= turn) el.remove();
+    }
+    this.messages = this.root.querySelectorAll('.msg').length;
+    if (this.last && this.last.turn >= turn) this.last = null;
+  }
+
+  // addImported shows a conversation imported when the chat was made, or
+  // (from 'terminal') what was said in the chat's terminal.
+  addImported(messages, from = 'imported') {
+    const terminal = from === 'terminal';
+    if (terminal && messages.length) this.root.appendChild(h('div', { class: 'note', text: 'In the terminal:' }));
     for (const m of messages) {
       this.messages++;
       const role = m.role === 'assistant' ? 'assistant' : 'user';
-      this.root.appendChild(h('div', { class: `msg ${role} imported` },
-        role === 'user' ? h('div', { class: 'bubble', 'aria-label': 'You said earlier' }, plain(m.content || ''))
-          : h('div', { class: 'md' }, render(parse(m.content || '')))));
+      this.root.appendChild(h('div', { class: `msg ${role} ${from}` },
+        role === 'user' ? h('div', { class: 'bubble', 'aria-label': terminal ? 'You said in the terminal' : 'You said earlier' }, plain(m.content || ''))
+          : withCodeCopy(h('div', { class: 'md' }, render(parse(m.content || ''))))));
     }
-    if (messages.length) this.root.appendChild(h('div', { class: 'note', text: 'Earlier conversation, imported.' }));
+    if (messages.length && !terminal) this.root.appendChild(h('div', { class: 'note', text: 'Earlier conversation, imported.' }));
   }
 
   // addChanges offers what the turn changed in the person's notes: a line
@@ -236,7 +328,7 @@ export class ChatView {
   }
 
   openTurn() {
-    this.turn = h('article', { class: 'msg assistant running', 'aria-label': 'Reply' },
+    this.turn = h('article', { class: 'msg assistant running', 'aria-label': 'Reply', 'data-turn': String(this.turns) },
       h('div', { class: 'typing', 'aria-hidden': 'true' }, h('span'), h('span'), h('span')));
     this.segment = null;
     this.root.appendChild(this.turn);
@@ -254,6 +346,7 @@ export class ChatView {
     if (!this.turn) this.openTurn();
     if (!this.segment) {
       this.segment = { text: '', el: this.part(h('div', { class: 'md' })) };
+      SOURCES.set(this.segment.el, this.segment);
     }
     this.segment.text += delta;
     this.pendingRender.add(this.segment);
@@ -272,14 +365,28 @@ export class ChatView {
     clearTimeout(this.renderTimer);
     this.renderTimer = null;
     for (const seg of this.pendingRender) seg.el.replaceChildren(render(parse(seg.text)));
+    for (const seg of this.pendingRender) withCodeCopy(seg.el);
     this.pendingRender.clear();
   }
 
-  addTool(name, input) {
+  addTool(name, input, id) {
     this.flush();
     this.segment = null;
     const detail = toolDetail(input);
-    this.part(h('div', { class: 'tool' }, h('span', { class: 'tool-name', text: toolLabel(name) }), detail ? h('span', { class: 'tool-detail', text: detail }) : null));
+    const line = this.part(h('div', { class: 'tool', title: name || '' }, h('span', { class: 'tool-name', text: toolName(name) }), detail ? h('span', { class: 'tool-detail', text: detail }) : null));
+    if (id) this.tools.set(id, line);
+  }
+
+  // toolResult marks a tool call that did not run (refused by the
+  // person, the server or the vault guard) or failed, with what it said.
+  toolResult(ev) {
+    const line = this.tools.get(ev.id);
+    if (!line || !ev.is_error) return;
+    const no = refused(ev.content);
+    line.classList.add(no ? 'refused' : 'failed');
+    // The CLI's wrapping of a hook's refusal says nothing to a person.
+    const said = (ev.content || '').replace(/<\/?tool_use_error>/g, '').replace(/^\s*\w+:\S+ hook error:\s*/, '').trim();
+    line.append(h('span', { class: 'tool-outcome', text: (no ? 'Not allowed' : 'Failed') + (said ? ': ' + (said.length > 200 ? said.slice(0, 199) + '…' : said) : '') }));
   }
 
   addNote(text, cls = 'note') {
@@ -297,10 +404,27 @@ export class ChatView {
 
   closeTurn() {
     if (!this.turn) return;
-    this.turn.classList.remove('running');
-    const typing = this.turn.querySelector(':scope > .typing');
+    const reply = this.turn;
+    reply.classList.remove('running');
+    const typing = reply.querySelector(':scope > .typing');
     if (typing) typing.remove();
-    if (!this.turn.querySelector(':scope > :not(.typing)')) this.turn.appendChild(h('div', { class: 'note', text: '(no reply)' }));
+    if (!reply.querySelector(':scope > :not(.typing)')) reply.appendChild(h('div', { class: 'note', text: '(no reply)' }));
+    const actions = h('div', { class: 'msg-actions' });
+    if (reply.querySelector('.md')) {
+      // The reply as the model wrote it, in Markdown.
+      actions.append(copyButton('Copy the reply', () => [...reply.querySelectorAll(':scope > .md')].map((m) => (SOURCES.get(m)?.text || m.textContent).trim()).join('\n\n')));
+    }
+    const last = this.last;
+    if (last && last.reply === reply && last.plain && this.actions.regenerate) {
+      const turn = last.turn;
+      actions.append(h('button', { type: 'button', class: 'regenerate', text: 'Regenerate', 'aria-label': 'Regenerate the last answer',
+        onclick: (e) => {
+          e.currentTarget.disabled = true;
+          const changed = !!this.root.querySelector(`.changes-line[data-turn="${turn}"]`);
+          this.actions.regenerate(turn, last.message, changed);
+        } }));
+    }
+    if (actions.children.length) reply.appendChild(actions);
     this.turn = null;
     this.segment = null;
   }
@@ -410,15 +534,23 @@ export class ChatView {
     this.segment = null;
     const id = 'p' + ++cardCounter;
     const fields = h('fieldset', { class: 'card-fields' });
-    const card = h('form', { class: 'card permission', 'aria-labelledby': id + '-title', 'data-request-id': ev.request_id },
-      h('h3', { id: id + '-title', class: 'card-title' }, draft ? 'Publish with ' : 'Allow ', h('code', { text: toolLabel(ev.tool) }), '?'),
-      ev.reason ? h('p', { class: 'card-reason', text: ev.reason }) : null,
+    const name = toolName(ev.tool);
+    const card = h('form', { class: 'card permission' + (draft ? ' draft' : ''), 'aria-labelledby': id + '-title', 'data-request-id': ev.request_id, 'data-tool': ev.tool || '' },
+      h('p', { class: 'card-kicker', text: draft ? 'Nothing is published until you confirm' : 'Major asks for your permission' }),
+      h('h3', { id: id + '-title', class: 'card-title', text: name + '?' }),
       fields,
       h('p', { class: 'form-error', role: 'alert', hidden: true }));
-    // A draft is approved for its exact words: show them, not folded away.
-    if (draft && typeof ev.input?.text === 'string') fields.appendChild(h('blockquote', { class: 'card-draft', text: ev.input.text }));
+    // What the person decides on comes first and whole: a post's exact
+    // words, the plan, an edit's lines; then why it asks, then the raw
+    // request, folded.
+    const asked = ev.input && Object.keys(ev.input).length ? ev.input : this.calls.get(ev.tool);
+    const what = decision(ev.tool, asked);
+    if (what) fields.appendChild(what);
+    // The server's stock reason only names the tool again.
+    const stock = [`${ev.tool} needs your permission.`, asked && asked.file_path];
+    if (ev.reason && !stock.includes(ev.reason)) fields.appendChild(h('p', { class: 'card-reason', text: ev.reason }));
     const input = ev.input && Object.keys(ev.input).length ? JSON.stringify(ev.input, null, 2) : '';
-    if (input) fields.appendChild(h('details', { class: 'card-input' }, h('summary', { text: 'What it will do' }), h('pre', { text: input })));
+    if (input) fields.appendChild(h('details', { class: 'card-input' }, h('summary', { text: 'The whole request' }), h('pre', { tabindex: '0', text: input })));
     const answer = (behavior, remember) => this.settle(card, fields, () => this.actions.permission(ev.request_id, behavior, remember));
     fields.appendChild(h('div', { class: 'card-actions' },
       h('button', { type: 'button', class: 'primary', text: 'Allow', onclick: () => answer('allow', false) }),
@@ -443,14 +575,14 @@ export class ChatView {
         text = ev.outcome === 'timeout' ? 'The question timed out.' : 'The question was cancelled.';
       }
     } else if (card.kind === 'draft') {
-      const tool = toolLabel(card.tool);
+      const tool = toolName(card.tool);
       const how = ev.by === 'chat' ? ' in the chat' : '';
-      if (ev.outcome === 'answered') text = (ev.behavior === 'allow' ? 'Confirmed ' : 'Declined ') + tool + how + '.';
-      else text = `The draft for ${tool} expired.`;
+      if (ev.outcome === 'answered') text = (ev.behavior === 'allow' ? 'Confirmed: ' : 'Declined: ') + tool + how + '.';
+      else text = `The draft (${tool}) expired.`;
     } else {
-      const tool = toolLabel(card.tool);
-      if (ev.outcome === 'answered') text = (ev.behavior === 'allow' ? 'Allowed ' : 'Denied ') + tool + '.';
-      else text = ev.outcome === 'timeout' ? `The request to use ${tool} timed out.` : `The request to use ${tool} was cancelled.`;
+      const tool = toolName(card.tool);
+      if (ev.outcome === 'answered') text = (ev.behavior === 'allow' ? 'Allowed: ' : 'Denied: ') + tool + '.';
+      else text = ev.outcome === 'timeout' ? `The request (${tool}) timed out.` : `The request (${tool}) was cancelled.`;
     }
     card.el.replaceWith(h('div', { class: 'note answered', text }));
     if (this.running) this.setStatus(this.cards.size ? this.status : 'Working…');

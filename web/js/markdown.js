@@ -1,14 +1,15 @@
 // A small Markdown subset for the assistant's replies: paragraphs with
-// line breaks, headings, lists, quotes, rules, fenced and inline code,
-// bold, italics and http(s)/mailto links.
+// line breaks, headings, lists (with task items), quotes, rules, tables,
+// fenced and inline code, bold, italics and http(s)/mailto links.
 //
 // parse builds a plain tree and render turns it into DOM nodes with
 // createElement and createTextNode only: the model's text never reaches
 // innerHTML, so nothing in it can become markup or script. Anything the
 // parser does not understand stays literal text.
 
-// A node is {tag, children, href?} for an element, {text} for text, or
-// {tag: 'br'}.
+// A node is {tag, children, href?, start?, align?, checked?} for an
+// element, {text} for text, or {tag: 'br'}. A task item is an li with
+// checked true or false.
 
 const SAFE_URL = /^(https?:\/\/|mailto:)[^\s]+$/i;
 
@@ -63,6 +64,28 @@ export function parse(src) {
       blocks.push({ tag: 'hr', children: [] });
       continue;
     }
+    if (isTableRow(line) && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1])) {
+      flushPara();
+      const align = cells(lines[i + 1]).map((c) => (/^:-+:$/.test(c) ? 'center' : /-:$/.test(c) ? 'right' : /^:-/.test(c) ? 'left' : ''));
+      const row = (l, tag) => ({
+        tag: 'tr',
+        children: align.map((a, k) => {
+          const cell = { tag, children: inline(cells(l)[k] || '') };
+          if (a) cell.align = a;
+          return cell;
+        }),
+      });
+      const head = { tag: 'thead', children: [row(line, 'th')] };
+      const body = [];
+      i += 2;
+      while (i < lines.length && isTableRow(lines[i])) {
+        body.push(row(lines[i], 'td'));
+        i++;
+      }
+      i--;
+      blocks.push({ tag: 'table', children: body.length ? [head, { tag: 'tbody', children: body }] : [head] });
+      continue;
+    }
     const listKind = (l) => (/^\s*[-*+]\s+/.test(l) ? 'ul' : /^\s*\d{1,9}[.)]\s+/.test(l) ? 'ol' : '');
     const kind = listKind(line);
     if (kind) {
@@ -72,7 +95,8 @@ export function parse(src) {
       while (i < lines.length && listKind(lines[i]) === kind) {
         const m = /^\s*(?:[-*+]|(\d{1,9})[.)])\s+(.*)$/.exec(lines[i]);
         if (start === null && m[1] !== undefined) start = Number(m[1]);
-        items.push({ tag: 'li', children: inline(m[2]) });
+        const task = /^\[([ xX])\]\s+(.*)$/.exec(m[2]);
+        items.push(task ? { tag: 'li', checked: task[1] !== ' ', children: inline(task[2]) } : { tag: 'li', children: inline(m[2]) });
         i++;
       }
       i--;
@@ -96,6 +120,22 @@ export function parse(src) {
   }
   flushPara();
   return blocks;
+}
+
+// A table is a row of cells between pipes, a rule of dashes under its
+// header (colons say how a column aligns), then its rows.
+const TABLE_RULE = /^\s*\|?\s*:?-{1,}:?\s*(\|\s*:?-{1,}:?\s*)*\|?\s*$/;
+
+function isTableRow(line) {
+  return /\|/.test(line) && !/^\s*$/.test(line);
+}
+
+// cells splits a table row at its pipes (not at an escaped one).
+function cells(line) {
+  let l = line.trim();
+  if (l.startsWith('|')) l = l.slice(1);
+  if (l.endsWith('|') && !l.endsWith('\\|')) l = l.slice(0, -1);
+  return l.split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, '|'));
 }
 
 // The inline syntax, earliest match first. Each alternative is one group
@@ -151,7 +191,9 @@ function merge(nodes) {
   return out;
 }
 
-const TAGS = new Set(['p', 'br', 'h3', 'h4', 'h5', 'h6', 'ul', 'ol', 'li', 'blockquote', 'hr', 'pre', 'code', 'strong', 'em', 'a']);
+const TAGS = new Set(['p', 'br', 'h3', 'h4', 'h5', 'h6', 'ul', 'ol', 'li', 'blockquote', 'hr', 'pre', 'code', 'strong', 'em', 'a',
+  'table', 'thead', 'tbody', 'tr', 'th', 'td']);
+const ALIGN = new Set(['left', 'center', 'right']);
 
 // render turns parsed nodes into a DocumentFragment of doc.
 export function render(nodes, doc = document) {
@@ -164,6 +206,15 @@ function renderNode(n, doc) {
   if (n.text !== undefined) return doc.createTextNode(n.text);
   if (!TAGS.has(n.tag)) return doc.createTextNode('');
   const el = doc.createElement(n.tag);
+  if (n.tag === 'table') {
+    // Wide tables scroll on their own, not the page.
+    const wrap = doc.createElement('div');
+    wrap.className = 'table-wrap';
+    wrap.tabIndex = 0;
+    for (const c of n.children || []) el.appendChild(renderNode(c, doc));
+    wrap.appendChild(el);
+    return wrap;
+  }
   if (n.tag === 'a') {
     const href = safeHref(n.href);
     if (!href) return doc.createTextNode(textOf(n));
@@ -172,6 +223,18 @@ function renderNode(n, doc) {
     el.setAttribute('rel', 'noopener noreferrer');
   }
   if (n.tag === 'ol' && Number.isInteger(n.start)) el.setAttribute('start', String(n.start));
+  if ((n.tag === 'th' || n.tag === 'td') && ALIGN.has(n.align)) el.className = 'align-' + n.align;
+  if (n.tag === 'th') el.setAttribute('scope', 'col');
+  if (n.tag === 'li' && typeof n.checked === 'boolean') {
+    // A task item: its box shows the state; the text is the item's.
+    el.className = 'task';
+    const box = doc.createElement('input');
+    box.type = 'checkbox';
+    box.checked = n.checked;
+    box.disabled = true;
+    box.setAttribute('aria-label', n.checked ? 'done' : 'not done');
+    el.appendChild(box);
+  }
   for (const c of n.children || []) el.appendChild(renderNode(c, doc));
   return el;
 }

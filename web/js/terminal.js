@@ -54,14 +54,19 @@ export class TerminalView {
     this.closing = false;
   }
 
-  open(api, sessionID) {
+  async open(api, sessionID) {
     this.api = api;
     this.sessionID = sessionID;
     this.closing = false;
     this.retries = 0;
     this.everOpen = false;
+    // xterm.js measures its cells once: the vendored font (and the signs
+    // Claude Code draws, from its symbols font) must be there first.
+    await Promise.all(['14px "Major Mono"', 'bold 14px "Major Mono"', '14px "Major Symbols"', '14px "Major Symbols 1"']
+      .map((f) => document.fonts.load(f, 'a⎿⏺').catch(() => null)));
+    if (this.closing) return; // closed while the fonts loaded
     this.term = new Terminal({ cursorBlink: true, fontSize: 14, scrollback: 5000,
-      fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace' });
+      fontFamily: '"Major Mono", "Major Symbols", "Major Symbols 1", ui-monospace, Menlo, Consolas, "DejaVu Sans Mono", monospace' });
     this.fit = new FitAddon();
     this.term.loadAddon(this.fit);
     this.term.open(this.el);

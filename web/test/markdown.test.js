@@ -80,3 +80,25 @@ test('blocks', () => {
 test('an unterminated code fence (still streaming) keeps its text', () => {
   assert.deepEqual(shape(parse('before\n```\ncode so far')), [{ p: ['before'] }, { pre: [{ code: ['code so far'] }] }]);
 });
+
+test('tables', () => {
+  const src = ['| Day | Cost |', '|:----|-----:|', '| Mon | **$1** |', '| Tue | a \\| b |', '', 'after'].join('\n');
+  const nodes = parse(src);
+  assert.equal(nodes.length, 2);
+  const [table, after] = nodes;
+  assert.equal(table.tag, 'table');
+  assert.deepEqual(shape(table.children), [
+    { thead: [{ tr: [{ th: ['Day'] }, { th: ['Cost'] }] }] },
+    { tbody: [{ tr: [{ td: ['Mon'] }, { td: [{ strong: ['$1'] }] }] }, { tr: [{ td: ['Tue'] }, { td: ['a | b'] }] }] },
+  ]);
+  assert.deepEqual(table.children[0].children[0].children.map((c) => c.align), ['left', 'right']);
+  assert.deepEqual(shape([after]), [{ p: ['after'] }]);
+  // A pipe in a paragraph without a rule under it is text.
+  assert.deepEqual(shape(parse('a | b\nc')), [{ p: ['a | b', 'br', 'c'] }]);
+});
+
+test('task lists', () => {
+  const nodes = parse('- [ ] milk\n- [x] eggs\n- plain');
+  assert.deepEqual(shape(nodes), [{ ul: [{ li: ['milk'] }, { li: ['eggs'] }, { li: ['plain'] }] }]);
+  assert.deepEqual(nodes[0].children.map((li) => li.checked), [false, true, undefined]);
+});
