@@ -799,10 +799,10 @@ func (c *Session) Info() SessionInfo {
 		model = c.model
 	}
 	// A turn the relay still holds (its start not yet begun, or its end
-	// still being committed) is running, though its CLI may be idle: the
+	// hook still committing) is running, though its CLI may be idle: the
 	// session takes no terminal nor rewind until it is done.
 	state := c.cli.State()
-	if state == supervisor.StateIdle && c.queue.current != nil {
+	if state == supervisor.StateIdle && (c.queue.current != nil || c.held.waiting()) {
 		state = supervisor.StateRunning
 	}
 	return SessionInfo{ID: c.ID, Title: c.redact.Text(c.title), Created: c.Created, LastActivity: c.lastActivity, State: string(state),

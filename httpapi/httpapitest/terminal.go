@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -43,6 +44,10 @@ func DialTerminal(tb testing.TB, baseURL, id, token, person string) (*Terminal, 
 	if err != nil {
 		if resp == nil {
 			tb.Fatalf("dial the terminal: %v", err)
+		}
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+			tb.Logf("the terminal was refused: %s %s", resp.Status, b)
 		}
 		return nil, resp.StatusCode
 	}
