@@ -24,7 +24,11 @@ import (
 // from then on, and a shutdown waits for the start forever.
 func TestTerminalFirstRunNeverWaitsOnAFIFO(t *testing.T) {
 	t.Parallel()
-	s, _ := startWithShell(t)
+	// No warm process: one starting in sebastian's home as the FIFO is
+	// planted would write the file over it.
+	conf := t.TempDir()
+	shellConfig(t, conf)
+	s := start(t, "--config-dir", conf, "--warm-processes", "0")
 	id := s.newSessionAs(t, "sebastian")
 	own := filepath.Join(clihome.ConfigDir("/home/sebastian"), ".claude.json")
 	// Made beside it and renamed over it, and then the CLI is ended: it
