@@ -333,7 +333,7 @@ func writeFileIn(root *os.Root, rel string, mode fs.FileMode, r io.Reader, size 
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(f, r)
+	n, err := copySparse(f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -400,4 +400,53 @@ func randomSuffix() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// copySparse copies r to f, skipping blocks of zeros instead of writing
+// them: a file the sandbox made sparse (no disk where it was written, its
+// zeros compressed a thousandfold in the archive) takes no more disk here
+// than there.
+func copySparse(f *os.File, r io.Reader) (int64, error) {
+	buf := make([]byte, 64<<10)
+	var n int64
+	hole := false
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			block := buf[:k]
+			if allZero(block) {
+				_, serr := f.Seek(int64(k), io.SeekCurrent)
+				hole = true
+				if serr != nil {
+					return n, serr
+				}
+			} else {
+				if _, werr := f.Write(block); werr != nil {
+					return n, werr
+				}
+				hole = false
+			}
+			n += int64(k)
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+			if hole {
+				// A file that ends in a hole gets its length.
+				err = f.Truncate(n)
+			}
+			return n, err
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

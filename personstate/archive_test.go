@@ -199,3 +199,31 @@ func TestImportReplaces(t *testing.T) {
 		t.Fatalf("import over an empty home: %v", err)
 	}
 }
+
+// Files with runs of zeros (written as holes) come back byte for byte,
+// whether they start, end or are made of zeros.
+func TestImportKeepsZeros(t *testing.T) {
+	block := 64 << 10
+	data := strings.Repeat("x", 100)
+	zeros := func(n int) string { return string(make([]byte, n)) }
+	tests := map[string]string{
+		"zeros only":        zeros(3 * block),
+		"ends in zeros":     data + zeros(3*block),
+		"starts with zeros": zeros(3*block) + data,
+		"zeros between":     data + zeros(2*block+7) + data,
+		"short zeros":       zeros(10),
+		"empty":             "",
+	}
+	for name, content := range tests {
+		t.Run(name, func(t *testing.T) {
+			dst := t.TempDir()
+			if _, err := Import(bytes.NewReader(exported(t, map[string]string{"home/f": content})), dst, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(File(dst, "petra", "home", "f"))
+			if err != nil || string(b) != content {
+				t.Fatalf("got %d bytes (%v), want %d", len(b), err, len(content))
+			}
+		})
+	}
+}

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/majorhq/major/clihome"
 )
@@ -52,5 +55,32 @@ func TestMovedHomeLinksReachNothingOutside(t *testing.T) {
 	}
 	if err == nil {
 		t.Errorf("settling the moved person reported no error for the link in their home")
+	}
+}
+
+// A file the sandbox makes sparse costs the server nothing on disk, and
+// as many as it likes fit in the person's home; in the archive its zeros
+// compress a thousandfold. The new server wrote every byte of it: an
+// archive of a few megabytes filled its disk with gigabytes.
+func TestMovedSparseFilesStaySparse(t *testing.T) {
+	t.Parallel()
+	s, _ := startWithShell(t)
+	id := s.newSessionAs(t, "sebastian")
+	const size = 16 << 20
+	if got := s.shell(t, id, `truncate -s `+fmt.Sprint(size)+` "$HOME/sparse" && echo PLANTED`); !strings.Contains(got, "PLANTED") {
+		t.Fatalf("could not make the file: %s", got)
+	}
+	stateB := t.TempDir()
+	movePerson(t, s, "sebastian", stateB)
+	p := filepath.Join(stateB, "persons", "sebastian", "home", "sparse")
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != size {
+		t.Fatalf("the imported file has %d bytes, want %d", st.Size, size)
+	}
+	if used := st.Blocks * 512; used > size/8 {
+		t.Errorf("the imported file takes %d MiB of disk for the %d MiB of zeros that took none", used>>20, size>>20)
 	}
 }
