@@ -153,15 +153,15 @@ func Migrate(shared, stateDir string, dirs map[string]string, log zerolog.Logger
 	return moved, errors.Join(errs...)
 }
 
-// noLinks fails when a path element of p below home is a symbolic link
-// (elements that do not exist yet are made by the caller).
+// noLinks fails when home or a path element of p below it is a symbolic
+// link (elements that do not exist yet are made by the caller).
 func noLinks(home, p string) error {
 	rel, err := filepath.Rel(home, p)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return fmt.Errorf("%s is not inside %s", p, home)
 	}
 	cur := home
-	for _, el := range strings.Split(rel, string(filepath.Separator)) {
+	for _, el := range append([]string{"."}, strings.Split(rel, string(filepath.Separator))...) {
 		cur = filepath.Join(cur, el)
 		st, err := os.Lstat(cur)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -274,8 +274,16 @@ func Rehome(stateDir, person, from, dir string) error {
 	if from == "" || from == dir {
 		return nil
 	}
-	projects := filepath.Join(ConfigDir(Home(stateDir, person)), "projects")
+	home := Home(stateDir, person)
+	projects := filepath.Join(ConfigDir(home), "projects")
 	src, dst := filepath.Join(projects, ProjectName(from)), filepath.Join(projects, ProjectName(dir))
+	// The home came from a sandbox: a link in either path would have
+	// the renames below read or write a folder of the host's.
+	for _, p := range []string{src, dst} {
+		if err := noLinks(home, p); err != nil {
+			return fmt.Errorf("move the CLI's transcripts of %s: %w", person, err)
+		}
+	}
 	entries, err := os.ReadDir(src)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -1,9 +1,12 @@
 package clihome_test
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -225,4 +228,76 @@ func TestOpenTranscriptRefusesLinksAndFIFOs(t *testing.T) {
 	if _, err := clihome.OpenTranscript(home, dir, "../../etc/passwd"); err == nil {
 		t.Fatal("a path for an id was taken")
 	}
+}
+
+// The home came from a sandbox, so any folder on the way from it to
+// either project folder may be a link: to another person's transcripts
+// (which the move would take into this person's home) or to a folder of
+// the host's (which it would fill). Rehome follows none and moves
+// nothing.
+func TestRehomeFollowsNoLink(t *testing.T) {
+	from, dir := "/srv/a/vault/petra", "/srv/b/vault/petra"
+	for _, link := range []string{
+		".claude",
+		".claude/projects",
+		".claude/projects/" + clihome.ProjectName(from),
+		".claude/projects/" + clihome.ProjectName(dir),
+	} {
+		t.Run(link, func(t *testing.T) {
+			state := t.TempDir()
+			home := clihome.Home(state, "petra")
+			// What the link names holds a transcript and mirrors the
+			// folders below it, so it resolves whichever it replaces.
+			outside := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(outside, "projects", clihome.ProjectName(from)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{"victim.jsonl", "projects/victim.jsonl", "projects/" + clihome.ProjectName(from) + "/victim.jsonl"} {
+				if err := os.WriteFile(filepath.Join(outside, p), []byte("theirs"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			own := filepath.Join(clihome.ConfigDir(home), "projects", clihome.ProjectName(from), "mine.jsonl")
+			if err := os.MkdirAll(filepath.Join(home, filepath.Dir(link)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			target := outside
+			if strings.Count(link, "/") == 1 {
+				target = filepath.Join(outside, "projects")
+			}
+			if strings.Count(link, "/") == 2 {
+				target = filepath.Join(outside, "projects", clihome.ProjectName(from))
+			}
+			if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Dir(own), 0o700); err == nil {
+				_ = os.WriteFile(own, []byte("mine"), 0o600)
+			}
+			before := tree(t, outside)
+			if err := clihome.Rehome(state, "petra", from, dir); err == nil {
+				t.Errorf("Rehome moved through a link at %s with no error", link)
+			}
+			if after := tree(t, outside); after != before {
+				t.Errorf("Rehome changed what the link at %s names:\nbefore %s\nafter  %s", link, before, after)
+			}
+		})
+	}
+}
+
+// tree lists the files under dir, for comparison.
+func tree(tb testing.TB, dir string) string {
+	tb.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strings.Join(out, " ")
 }

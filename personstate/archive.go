@@ -22,7 +22,7 @@ import (
 // The person archive is a gzip-compressed tar file:
 //
 //	major-person.json        first: {"format": ArchiveFormat, "version": 1, "person": ...}
-//	person/...               the person's folder: folders, files, symbolic links
+//	person/...               the person's folder: folders, files, symbolic links (in home/ only)
 //	major-person-end.json    last: {"files": N, "bytes": B}, so a cut-off archive is told
 //	                         from a whole one even where the cut falls between entries
 const (
@@ -67,8 +67,8 @@ type Contents struct {
 // Export writes person's folder of stateDir to w as one archive, naming
 // vaultDir, their vault folder here ("" if unknown), for the server that
 // takes it in (MovedFrom). Nothing may write the folder meanwhile (the
-// server has released the person, or does not run). Sockets, pipes and
-// files being replaced are left out.
+// server has released the person, or does not run). Sockets, pipes,
+// files being replaced and links outside the CLI home are left out.
 func Export(w io.Writer, stateDir, person, vaultDir string) (Contents, error) {
 	var end Contents
 	if err := vault.CheckPerson(person); err != nil {
@@ -100,6 +100,8 @@ func Export(w io.Writer, stateDir, person, vaultDir string) (Contents, error) {
 		switch {
 		case d.IsDir():
 			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimSuffix(name, "/") + "/", Mode: int64(info.Mode().Perm()), ModTime: info.ModTime()})
+		case d.Type()&fs.ModeSymlink != 0 && !strings.HasPrefix(name, folderName+HomeDir+"/"):
+			return nil // no server's link; Import takes links in the home only
 		case d.Type()&fs.ModeSymlink != 0:
 			link, err := os.Readlink(p)
 			if err != nil {
@@ -306,6 +308,12 @@ func extract(tr *tar.Reader, dir string) (Contents, error) {
 			got.Bytes += hdr.Size
 			got.Files++
 		case tar.TypeSymlink:
+			// Links are the sandbox's, in the CLI home; the server makes
+			// none. One elsewhere (the home itself, a session) would
+			// have the server, or the home's mount, reach outside.
+			if !strings.HasPrefix(rel, HomeDir+"/") {
+				return got, fmt.Errorf("%w: entry %q is a link outside %s/", ErrNotArchive, hdr.Name, HomeDir)
+			}
 			err = root.Symlink(hdr.Linkname, rel)
 			got.Files++
 		default:
@@ -325,7 +333,7 @@ func writeFileIn(root *os.Root, rel string, mode fs.FileMode, r io.Reader, size 
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(f, r)
+	n, err := copySparse(f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -392,4 +400,53 @@ func randomSuffix() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// copySparse copies r to f, skipping blocks of zeros instead of writing
+// them: a file the sandbox made sparse (no disk where it was written, its
+// zeros compressed a thousandfold in the archive) takes no more disk here
+// than there.
+func copySparse(f *os.File, r io.Reader) (int64, error) {
+	buf := make([]byte, 64<<10)
+	var n int64
+	hole := false
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			block := buf[:k]
+			if allZero(block) {
+				_, serr := f.Seek(int64(k), io.SeekCurrent)
+				hole = true
+				if serr != nil {
+					return n, serr
+				}
+			} else {
+				if _, werr := f.Write(block); werr != nil {
+					return n, werr
+				}
+				hole = false
+			}
+			n += int64(k)
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+			if hole {
+				// A file that ends in a hole gets its length.
+				err = f.Truncate(n)
+			}
+			return n, err
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -37,7 +37,10 @@ func exported(tb testing.TB, files map[string]string) []byte {
 	tb.Helper()
 	src := tb.TempDir()
 	writeTree(tb, Dir(src, "petra"), files)
-	if err := os.Symlink("usage.json", File(src, "petra", "link")); err != nil {
+	if err := os.MkdirAll(File(src, "petra", "home"), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Symlink("../usage.json", File(src, "petra", "home", "link")); err != nil {
 		tb.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -69,7 +72,7 @@ func TestExportImport(t *testing.T) {
 			t.Fatalf("%s: %q, %v", name, b, err)
 		}
 	}
-	if l, err := os.Readlink(File(dst, "petra", "link")); err != nil || l != "usage.json" {
+	if l, err := os.Readlink(File(dst, "petra", "home", "link")); err != nil || l != "../usage.json" {
 		t.Fatalf("link: %q, %v", l, err)
 	}
 	if from, err := MovedFrom(dst, "petra"); err != nil || from != "/srv/a/vault/petra" {
@@ -130,6 +133,11 @@ func TestImportRefuses(t *testing.T) {
 		{"bad person", archive(t, []tar.Header{{Name: "major-person.json"}}, []string{`{"format":"major-person-archive","version":1,"person":"../x"}`}), false, false, ErrNotArchive},
 		{"escaping entry", archive(t, []tar.Header{{Name: "major-person.json"}, {Name: "person/../../x"}}, []string{marker, "x"}), false, false, ErrNotArchive},
 		{"device entry", archive(t, []tar.Header{{Name: "major-person.json"}, {Name: "person/fifo", Typeflag: tar.TypeFifo}}, []string{marker, ""}), false, false, ErrNotArchive},
+		// The server makes no link in a person's folder; the sandbox
+		// makes them in the home only. One in place of the home would
+		// have the home's mount give the sandbox the host's root.
+		{"link as the home", archive(t, []tar.Header{{Name: "major-person.json"}, {Name: "person/home", Typeflag: tar.TypeSymlink, Linkname: "/"}}, []string{marker, ""}), false, false, ErrNotArchive},
+		{"link among the sessions", archive(t, []tar.Header{{Name: "major-person.json"}, {Name: "person/sessions/s1", Typeflag: tar.TypeSymlink, Linkname: "/etc"}}, []string{marker, ""}), false, false, ErrNotArchive},
 		{"no end entry", archive(t, []tar.Header{{Name: "major-person.json"}, {Name: "person/usage.json"}}, []string{marker, "{}"}), false, false, ErrTruncated},
 		{"fewer files than the end names", archive(t, []tar.Header{{Name: "major-person.json"}, {Name: "person/usage.json"}, {Name: "major-person-end.json"}}, []string{marker, "{}", `{"files":2,"bytes":4}`}), false, false, ErrTruncated},
 		{"cut off halfway", whole[:len(whole)/2], false, false, ErrTruncated},
@@ -189,5 +197,33 @@ func TestImportReplaces(t *testing.T) {
 	}
 	if _, err := Import(bytes.NewReader(whole), empty, false, nil); err != nil {
 		t.Fatalf("import over an empty home: %v", err)
+	}
+}
+
+// Files with runs of zeros (written as holes) come back byte for byte,
+// whether they start, end or are made of zeros.
+func TestImportKeepsZeros(t *testing.T) {
+	block := 64 << 10
+	data := strings.Repeat("x", 100)
+	zeros := func(n int) string { return string(make([]byte, n)) }
+	tests := map[string]string{
+		"zeros only":        zeros(3 * block),
+		"ends in zeros":     data + zeros(3*block),
+		"starts with zeros": zeros(3*block) + data,
+		"zeros between":     data + zeros(2*block+7) + data,
+		"short zeros":       zeros(10),
+		"empty":             "",
+	}
+	for name, content := range tests {
+		t.Run(name, func(t *testing.T) {
+			dst := t.TempDir()
+			if _, err := Import(bytes.NewReader(exported(t, map[string]string{"home/f": content})), dst, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(File(dst, "petra", "home", "f"))
+			if err != nil || string(b) != content {
+				t.Fatalf("got %d bytes (%v), want %d", len(b), err, len(content))
+			}
+		})
 	}
 }

@@ -14,7 +14,8 @@ import (
 // nobody handles that subtype: the CLI gets an error response, never silence.
 // Each request runs in its own goroutine with a context that is cancelled
 // when the CLI cancels the request or the process exits; at most
-// MaxControlRequests of one process run at once.
+// MaxControlRequests of one process, of MaxControlBytes together, run at
+// once.
 type Handlers struct {
 	CanUseTool   func(ctx context.Context, req *ControlRequest) (PermissionResult, error)
 	HookCallback func(ctx context.Context, req *ControlRequest) (json.RawMessage, error)
@@ -71,6 +72,14 @@ var ErrProcessExited = errors.New("claude process exited")
 // output too, so one more is answered with an error at once.
 const MaxControlRequests = 64
 
+// MaxControlBytes bounds the bytes of the control requests of one process
+// being answered at once, as they were written: each is held until
+// answered (a question or permission up to its timeout), and a line may
+// be 64 MiB. The CLI's own are far smaller (a tool's input, which the
+// model wrote); one that would pass the bound is answered with an error
+// at once, like one past MaxControlRequests.
+const MaxControlBytes = 8 << 20
+
 // router matches our outgoing control requests to the CLI's responses and
 // dispatches the CLI's requests to Handlers.
 type router struct {
@@ -87,9 +96,11 @@ type router struct {
 	base     context.Context
 	stop     context.CancelFunc
 	// running counts the requests being answered (inflight has one entry
-	// per id, and nothing makes the CLI's ids unique); refused those
-	// answered with an error for being past MaxControlRequests.
+	// per id, and nothing makes the CLI's ids unique) and holding their
+	// bytes; refused those answered with an error for being past
+	// MaxControlRequests or MaxControlBytes.
 	running, refused int
+	holding          int64
 }
 
 func newRouter(h Handlers, write func(v any) error, log zerolog.Logger) *router {
@@ -168,26 +179,28 @@ func (r *router) cancel(requestID string) {
 	}
 }
 
-// errTooManyRequests answers a control request past MaxControlRequests.
-var errTooManyRequests = fmt.Errorf("more than %d control requests at once", MaxControlRequests)
+// errTooManyRequests answers a control request past MaxControlRequests
+// or MaxControlBytes.
+var errTooManyRequests = fmt.Errorf("more than %d control requests or %d MiB of them at once", MaxControlRequests, MaxControlBytes>>20)
 
-// dispatch answers one control request from the CLI, in its own goroutine;
-// one past MaxControlRequests is answered with an error at once, by the
-// caller (the process's reader: its output waits meanwhile).
-func (r *router) dispatch(id string, req *ControlRequest) {
+// dispatch answers one control request from the CLI, size bytes as it
+// was written, in its own goroutine; one past MaxControlRequests or
+// MaxControlBytes is answered with an error at once, by the caller (the
+// process's reader: its output waits meanwhile).
+func (r *router) dispatch(id string, req *ControlRequest, size int) {
 	r.mu.Lock()
 	if r.closed != nil {
 		r.mu.Unlock()
 		return
 	}
-	if r.running >= MaxControlRequests {
+	if r.running >= MaxControlRequests || r.holding+int64(size) > MaxControlBytes {
 		r.refused++
 		n := r.refused
 		r.mu.Unlock()
 		// The first, then one in 1,024: a flood of them is not a flood of
 		// the log too.
 		if n%1024 == 1 {
-			r.log.Warn().Int("refused", n).Int("limit", MaxControlRequests).Str("subtype", subtypeOf(req)).
+			r.log.Warn().Int("refused", n).Int("limit", MaxControlRequests).Int("bytes", size).Str("subtype", subtypeOf(req)).
 				Msg("refused a control request from the CLI's output: too many at once")
 		}
 		_ = r.write(controlAnswer(id, nil, errTooManyRequests))
@@ -196,6 +209,7 @@ func (r *router) dispatch(id string, req *ControlRequest) {
 	ctx, cancel := context.WithCancel(r.base)
 	r.inflight[id] = cancel
 	r.running++
+	r.holding += int64(size)
 	r.wg.Add(1)
 	r.mu.Unlock()
 	go func() {
@@ -204,6 +218,7 @@ func (r *router) dispatch(id string, req *ControlRequest) {
 			r.mu.Lock()
 			delete(r.inflight, id)
 			r.running--
+			r.holding -= int64(size)
 			r.mu.Unlock()
 			cancel()
 		}()

@@ -378,3 +378,35 @@ echo '{"type":"system","subtype":"after"}'`, Handlers{})
 		t.Fatalf("got %d messages, want only the one after the long line", len(msgs))
 	}
 }
+
+// Each request being answered holds what it carries, and a line may be
+// 64 MiB: the requests of one process being answered hold at most
+// MaxControlBytes together; one that would pass it gets an error at
+// once, and one that fits in what is left is answered.
+func TestControlRequestsBoundedInBytes(t *testing.T) {
+	release := make(chan struct{})
+	h := Handlers{CanUseTool: func(ctx context.Context, req *ControlRequest) (PermissionResult, error) {
+		if req.ToolUseID == "held" {
+			<-release
+		}
+		return PermissionResult{Message: "no"}, nil
+	}}
+	// held takes all but a kilobyte of the bound; over needs more.
+	request := func(id string, pad int) string {
+		return `printf '{"type":"control_request","request_id":"` + id + `","request":{"subtype":"can_use_tool","tool_name":"Write","tool_use_id":"` + id + `","input":{"pad":"%s"}}}\n' "$(head -c ` + strconv.Itoa(pad) + ` /dev/zero | tr '\0' a)"` + "\n"
+	}
+	_, col := script(t, request("held", MaxControlBytes-1<<10)+request("over", 2<<10)+echoBack+request("fits", 10)+echoBack, h)
+	deadline := time.Now().Add(10 * time.Second)
+	for !answered(col.all(), "fits") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	col.wait(t)
+	msgs := col.all()
+	if a := answerOf(t, msgs, "over"); a["subtype"] != "error" || !strings.Contains(fmt.Sprint(a["error"]), "at once") {
+		t.Errorf("the request past the bound answered %v", a)
+	}
+	if a := answerOf(t, msgs, "fits"); a["subtype"] != "success" {
+		t.Errorf("the request within the bound answered %v", a)
+	}
+}

@@ -238,7 +238,7 @@ func (p *Process) readLoop(stdout io.Reader) {
 		}
 		switch msg.Type {
 		case "control_request":
-			p.router.dispatch(msg.RequestID, msg.Request)
+			p.router.dispatch(msg.RequestID, msg.Request, len(line))
 		case "control_response":
 			if msg.Response == nil || !p.router.deliver(msg.Response) {
 				p.cfg.Logger.Debug().Msg("control response for no pending request")

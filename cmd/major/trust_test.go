@@ -238,3 +238,43 @@ func heap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// Anything in the sandbox can write control requests onto the CLI's
+// output, and each one the server answers holds what it carries until
+// it is answered: a question waits for the person up to ten minutes. At
+// most 64 run at once, but each may be a line of up to 64 MiB: between
+// turns (no turn to cut), 64 questions of 60 MiB each hold gigabytes of
+// the server's heap for ten minutes, and the sandbox sends more when
+// they time out. Not parallel: it reads the heap of the whole test
+// process.
+func TestSandboxControlRequestsNeverFillTheServersMemory(t *testing.T) {
+	s, _ := startWithShell(t)
+	id := s.newSessionAs(t, "sebastian")
+	// A client that can answer questions is attached.
+	ev := s.events(t, id, 0, "")
+	defer ev.body.Close()
+	const requests, size = 32, 4 << 20
+	flag := filepath.Join(s.env.Vault("sebastian"), "forge-now")
+	// The writer waits, in the background, for the turn to be over.
+	script := `cli=` + cliOf + `; (while [ ! -e ` + flag + ` ]; do sleep 0.1; done; ` +
+		`pad=$(head -c ` + fmt.Sprint(size) + ` /dev/zero | tr '\0' a); ` +
+		`for i in $(seq ` + fmt.Sprint(requests) + `); do printf '{"type":"control_request","request_id":"forged-%s","request":{"subtype":"can_use_tool","tool_name":"AskUserQuestion","input":{"questions":[{"question":"%s","header":"h","options":[{"label":"a","description":"a"}],"multiSelect":false}]}}}\n' "$i" "$pad"; done; ` +
+		`printf '{"type":"control_response","response":{"subtype":"success","request_id":"forged-sentinel"}}\n') > /proc/$cli/fd/1 2>/dev/null & echo STARTED`
+	if got := s.shell(t, id, script); !strings.Contains(got, "STARTED") {
+		t.Fatalf("could not start the writer: %s", got)
+	}
+	before := heap()
+	writeFile(t, flag, "")
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(s.logs.String(), "control response for no pending request") {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not read the forged requests in a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	grown := int64(heap()) - int64(before)
+	t.Logf("the server's heap grew by %d MiB after %d control requests of %d MiB", grown>>20, requests, size>>20)
+	if grown > requests*size/2 {
+		t.Errorf("the server holds the control requests the sandbox wrote onto the CLI's output: its heap grew by %d MiB for %d MiB written", grown>>20, requests*size>>20)
+	}
+}
