@@ -209,6 +209,14 @@ func Import(r io.Reader, stateDir string, replace bool, check func(person string
 		if err := check(m.Person); err != nil {
 			return out, err
 		}
+		// A chat the person started between the look above and check
+		// (which stops their chats) is state as well.
+		if had, err = Inspect(dest); err != nil {
+			return out, err
+		}
+		if !had.Empty() && !replace {
+			return out, fmt.Errorf("%w: %s has %s in %s", ErrExists, m.Person, had, dest)
+		}
 	}
 	parent := filepath.Join(stateDir, personsDir)
 	if err := os.MkdirAll(parent, 0o700); err != nil {

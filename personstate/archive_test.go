@@ -227,3 +227,21 @@ func TestImportKeepsZeros(t *testing.T) {
 		})
 	}
 }
+
+// A chat the person starts on the new server while the import looks
+// (before check, which stops their chats, runs) is state of theirs too:
+// without replace the import is refused and the chat stays.
+func TestImportSeesAChatStartedMeanwhile(t *testing.T) {
+	whole := exported(t, petraFiles)
+	dst := t.TempDir()
+	_, err := Import(bytes.NewReader(whole), dst, false, func(person string) error {
+		writeTree(t, Dir(dst, person), map[string]string{"sessions/new/meta.json": "{}"})
+		return nil
+	})
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("import over a chat started meanwhile: %v, want ErrExists", err)
+	}
+	if _, err := os.Stat(File(dst, "petra", "sessions", "new", "meta.json")); err != nil {
+		t.Fatalf("the chat started meanwhile: %v", err)
+	}
+}
