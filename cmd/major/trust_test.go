@@ -32,8 +32,9 @@ func TestTerminalFirstRunNeverWaitsOnAFIFO(t *testing.T) {
 	id := s.newSessionAs(t, "sebastian")
 	own := filepath.Join(clihome.ConfigDir("/home/sebastian"), ".claude.json")
 	// Made beside it and renamed over it, and then the CLI is ended: it
-	// writes the file too, and would replace the FIFO.
-	plant, _ := json.Marshal(map[string]string{"cmd": "mkfifo " + own + ".fifo && mv -f " + own + ".fifo " + own + " && kill -9 " + cliOf})
+	// writes the file too (at any moment of a tool call), and would
+	// replace the FIFO, so it is stopped first.
+	plant, _ := json.Marshal(map[string]string{"cmd": "cli=" + cliOf + " && kill -STOP $cli && mkfifo " + own + ".fifo && mv -f " + own + ".fifo " + own + " && kill -9 $cli"})
 	s.chatIn(t, "sebastian", id, "[[tool mcp__shell__run "+string(plant)+"]]")
 	host := filepath.Join(s.state, "persons", "sebastian", "home", ".claude", ".claude.json")
 	if st, err := os.Lstat(host); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
