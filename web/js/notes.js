@@ -45,7 +45,7 @@ export function attachedFiles(api, files, notes, open) {
     box.appendChild(h('button', { type: 'button', class: 'attached-file', title: f.path, 'aria-label': 'Open ' + label, onclick: () => open(f.path) }, content));
   }
   for (const p of notes || []) {
-    box.appendChild(h('button', { type: 'button', class: 'attached-file note-chip', title: p, onclick: () => open(p) }, h('span', { text: '📝 ' + p })));
+    box.appendChild(h('button', { type: 'button', class: 'attached-file note-chip', title: p, onclick: () => open(p) }, h('span', { class: 'note-mark', text: p })));
   }
   return box;
 }
@@ -99,7 +99,7 @@ export class Tray {
         h('button', { type: 'button', class: 'link-button', 'aria-label': 'Remove ' + f.name, text: '✕', onclick: () => { this.files.splice(i, 1); this.render(); } })));
     });
     this.notes.forEach((p, i) => {
-      items.push(h('li', { class: 'tray-item' }, h('span', { class: 'tray-name', text: '📝 ' + p }),
+      items.push(h('li', { class: 'tray-item' }, h('span', { class: 'tray-name note-mark', text: p }),
         h('button', { type: 'button', class: 'link-button', 'aria-label': 'Remove ' + p, text: '✕', onclick: () => { this.notes.splice(i, 1); this.render(); } })));
     });
     this.root.replaceChildren(...items);

@@ -46,7 +46,9 @@ export function chart(days, value, format, label, limit = 0) {
     bar.append(s('title', {}, `${d.date}: ${format(v)}`));
     svg.append(bar);
     if (i % 5 === days.length % 5 || i === days.length - 1) {
-      svg.append(s('text', { x: x + step * 0.35, y: H - 6, class: 'tick', 'text-anchor': 'middle' }, shortDate(d.date)));
+      // The last day's label ends at its bar, so it is not cut at the edge.
+      const last = i === days.length - 1;
+      svg.append(s('text', { x: last ? x + step * 0.7 : x + step * 0.35, y: H - 6, class: 'tick', 'text-anchor': last ? 'end' : 'middle' }, shortDate(d.date)));
     }
   });
   if (limit > 0) {
