@@ -509,8 +509,16 @@ func (t *Terminal) Person() string { return t.person }
 func (t *Terminal) Notice(text string) { t.chat.Notice(text) }
 
 // SawSession keeps the CLI conversation id the terminal's hooks name: the
-// app resumes that one (hooks.SessionSeer).
+// app resumes that one (hooks.SessionSeer). Every process in the sandbox
+// can send a hook input, so a name that is not a conversation id is not
+// taken: it would be the chat's saved conversation and break its next
+// message.
 func (t *Terminal) SawSession(id string) {
+	if !clihome.IsConversationID(id) {
+		// t.log is set once the process runs; a hook may come before.
+		t.m.log.Warn().Str("session", t.id).Str("person", t.person).Int("bytes", len(id)).Msg("a hook input named no conversation id; the terminal keeps its own")
+		return
+	}
 	t.mu.Lock()
 	t.cliSession = id
 	t.mu.Unlock()
