@@ -2,6 +2,7 @@ package terminal_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -110,4 +111,42 @@ func TestTerminalTakesNoForgedConversationID(t *testing.T) {
 func quote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 	return `"` + r.Replace(s) + `"`
+}
+
+// Ending a session's terminal (the chat was deleted or cleared) while it
+// still waits for a process slot ends that wait: once the slot frees, no
+// terminal starts on a conversation that is gone.
+func TestEndWhileATerminalWaitsForASlot(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, notReading, terminal.Config{})
+	release, err := w.pool.Hold(context.Background(), "petra") // the one slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := &chat{}
+	attached := make(chan error, 1)
+	go func() {
+		c, err := w.Attach(context.Background(), "s1", "sebastian", ch)
+		if err == nil {
+			c.End()
+		}
+		attached <- err
+	}()
+	eventually(t, "the start", func() bool { return ch.opens() == 1 })
+	if !w.End("s1") {
+		t.Error("End found no terminal of s1, though one is starting")
+	}
+	release()
+	select {
+	case err := <-attached:
+		if !errors.Is(err, terminal.ErrStopped) {
+			t.Errorf("attach after its terminal was ended: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attach is still waiting")
+	}
+	if n := w.launches.Load(); n != 0 {
+		t.Fatalf("%d terminals started after the session's terminal was ended", n)
+	}
+	eventually(t, "the conversation given back", func() bool { return ch.closes() == 1 })
 }
