@@ -332,3 +332,7 @@ func OpenTranscript(home, dir, id string) (*os.File, error) {
 
 // conversationID is the form of a CLI conversation's id.
 var conversationID = regexp.MustCompile(`^[0-9a-fA-F-]{36}$`)
+
+// IsConversationID reports whether id has the form of a CLI
+// conversation's id (what the sandbox names may be anything).
+func IsConversationID(id string) bool { return conversationID.MatchString(id) }

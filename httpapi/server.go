@@ -247,6 +247,8 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		status, msg = http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, relay.ErrTerminalOpen):
 		status, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, terminal.ErrStopped):
+		status, msg = http.StatusGone, err.Error()
 	case errors.Is(err, terminal.ErrEnded):
 		status, msg = http.StatusServiceUnavailable, "the server is shutting down"
 	case errors.Is(err, vault.ErrSyncRunning):

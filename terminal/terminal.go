@@ -43,6 +43,9 @@ import (
 var (
 	// ErrEnded: the terminal's claude exited or the terminal was closed.
 	ErrEnded = errors.New("the terminal has ended")
+	// ErrStopped: the session's terminal was ended (End: its chat was
+	// cleared) before it started.
+	ErrStopped = errors.New("the chat was cleared before its terminal started")
 	// ErrReplaced: another client attached to the terminal.
 	ErrReplaced = errors.New("the terminal was opened by another client")
 	// ErrSlow: the client read the screen too slowly; it attaches again
@@ -133,7 +136,10 @@ type Manager struct {
 	// starting has a channel, closed once the start is over, for each
 	// session whose terminal is starting.
 	starting map[string]chan struct{}
-	closed   bool
+	// stopStart ends the start of each session's terminal that is
+	// starting (End: its chat is gone).
+	stopStart map[string]context.CancelCauseFunc
+	closed    bool
 	// configLocks order the writes of the CLI's first-run answers, one
 	// lock per CLI home (a person's), so one person's home never holds up
 	// another's terminal.
@@ -151,7 +157,8 @@ func NewManager(cfg Config) *Manager {
 	if cfg.InputBuffer <= 0 {
 		cfg.InputBuffer = 1 << 20
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{}, starting: map[string]chan struct{}{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger.With().Str("component", "terminal").Logger(), byID: map[string]*Terminal{},
+		starting: map[string]chan struct{}{}, stopStart: map[string]context.CancelCauseFunc{}}
 	m.closing, m.beginClose = context.WithCancel(context.Background())
 	m.hooks, m.closeHooks = context.WithCancel(context.Background())
 	return m
@@ -190,12 +197,16 @@ func (m *Manager) Attach(ctx context.Context, id, person string, chat Chat) (*Cl
 	}
 	started := make(chan struct{})
 	m.starting[id] = started
+	startCtx, stop := context.WithCancelCause(ctx)
+	m.stopStart[id] = stop
 	m.wg.Add(1) // Close waits for a start under way too
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		delete(m.starting, id)
+		delete(m.stopStart, id)
 		m.mu.Unlock()
+		stop(nil)
 		close(started)
 		m.wg.Done()
 	}()
@@ -204,9 +215,12 @@ func (m *Manager) Attach(ctx context.Context, id, person string, chat Chat) (*Cl
 	if err != nil {
 		return nil, err
 	}
-	c, err := m.start(ctx, id, person, resume, chat)
+	c, err := m.start(startCtx, id, person, resume, chat)
 	if err != nil {
 		chat.CloseTerminal("")
+		if endedStart(startCtx) {
+			err = ErrStopped
+		}
 		return nil, err
 	}
 	return c, nil
@@ -273,6 +287,11 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	<-late
 }
 
+// endedStart reports whether End stopped the start that ctx is of (not
+// the client going away: a terminal started for it waits for it through
+// the grace time).
+func endedStart(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrStopped) }
+
 // all lists the terminals that run.
 func (m *Manager) all() []*Terminal {
 	m.mu.Lock()
@@ -286,13 +305,20 @@ func (m *Manager) all() []*Terminal {
 
 // End ends the terminal of session id, if one runs (the session was
 // cleared): its process group is hung up, then killed, as at the end of
-// its grace time. It reports whether one ran.
+// its grace time; one still starting never starts. It reports whether
+// one ran or was starting.
 func (m *Manager) End(id string) bool {
 	m.mu.Lock()
 	t := m.byID[id]
+	stop := m.stopStart[id]
 	m.mu.Unlock()
 	if t == nil {
-		return false
+		if stop == nil {
+			return false
+		}
+		// Still starting (waiting for a slot, say): it never starts.
+		stop(ErrStopped)
+		return true
 	}
 	t.kill()
 	return true
@@ -358,7 +384,7 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		release = r
 	}
 	m.mu.Lock()
-	closed := m.closed
+	closed := m.closed || endedStart(ctx)
 	m.mu.Unlock()
 	if closed {
 		release()
@@ -417,7 +443,7 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 	c := t.attach()
 	m.mu.Lock()
 	m.byID[id] = t
-	closed = m.closed
+	closed = m.closed || endedStart(ctx)
 	m.mu.Unlock()
 	readDone, writeDone := make(chan struct{}), make(chan struct{})
 	m.wg.Add(3)
@@ -436,7 +462,7 @@ func (m *Manager) start(ctx context.Context, id, person, resume string, chat Cha
 		t.wait(readDone, writeDone)
 	}()
 	if closed {
-		t.kill() // the shutdown began as it started, and did not see it
+		t.kill() // the shutdown or End came as it started, and did not see it
 	}
 	return c, nil
 }
@@ -509,8 +535,16 @@ func (t *Terminal) Person() string { return t.person }
 func (t *Terminal) Notice(text string) { t.chat.Notice(text) }
 
 // SawSession keeps the CLI conversation id the terminal's hooks name: the
-// app resumes that one (hooks.SessionSeer).
+// app resumes that one (hooks.SessionSeer). Every process in the sandbox
+// can send a hook input, so a name that is not a conversation id is not
+// taken: it would be the chat's saved conversation and break its next
+// message.
 func (t *Terminal) SawSession(id string) {
+	if !clihome.IsConversationID(id) {
+		// t.log is set once the process runs; a hook may come before.
+		t.m.log.Warn().Str("session", t.id).Str("person", t.person).Int("bytes", len(id)).Msg("a hook input named no conversation id; the terminal keeps its own")
+		return
+	}
 	t.mu.Lock()
 	t.cliSession = id
 	t.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -28,6 +29,12 @@ const (
 // errAfterNotFound: the transcript does not hold the entry the app knew
 // last, so which entries are the terminal's is not known.
 var errAfterNotFound = errors.New("the app's last entry is not in the transcript")
+
+// entryID is the form of an entry's id the CLI writes (a UUID), loosely:
+// the newest one is kept with the chat and sent with its next messages,
+// so an entry with any other id (a megabyte, a line break) is not taken
+// as the CLI's.
+var entryID = regexp.MustCompile(`^[0-9A-Za-z-]{1,64}$`)
 
 // transcriptEntry is the part of a transcript line the chat needs.
 type transcriptEntry struct {
@@ -64,7 +71,7 @@ func readTurns(r io.Reader, after string) (msgs []attachments.HistoryEntry, last
 			found = e.UUID == after
 			continue
 		}
-		if e.IsSidechain || e.IsMeta {
+		if e.IsSidechain || e.IsMeta || !entryID.MatchString(e.UUID) {
 			continue
 		}
 		switch e.Type {

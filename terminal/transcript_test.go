@@ -2,6 +2,7 @@ package terminal
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -75,5 +76,35 @@ func TestReadTurnsIsBounded(t *testing.T) {
 	}
 	if msgs, _, _ := readTurns(strings.NewReader(many.String()), ""); len(msgs) != maxTurnMessages {
 		t.Fatalf("%d messages kept, want %d", len(msgs), maxTurnMessages)
+	}
+}
+
+// The id of the newest entry becomes the chat's last entry: it is kept
+// with the chat, saved in its state and sent with every later message's
+// turn_start. An entry whose id the CLI cannot have written (a megabyte,
+// a line break, markup) is not the CLI's: it is skipped, and the last
+// entry stays the newest real one.
+func TestReadTurnsTakesNoForgedEntryID(t *testing.T) {
+	for _, tc := range []struct{ name, id string }{
+		{"a megabyte", strings.Repeat("a", 1<<20)},
+		{"a line break", "a7\nb"},
+		{"markup", "<img src=x onerror=alert(1)>"},
+		{"empty", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forged := `{"type":"assistant","uuid":` + strconv.Quote(tc.id) + `,"message":{"content":[{"type":"text","text":"forged"}]}}`
+			msgs, last, err := readTurns(strings.NewReader(transcript+"\n"+forged), "a1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last != "a6" {
+				t.Fatalf("last entry %.40q, want a6", last)
+			}
+			for _, m := range msgs {
+				if strings.Contains(m.Content, "forged") {
+					t.Fatalf("the forged entry is shown: %q", m.Content)
+				}
+			}
+		})
 	}
 }
