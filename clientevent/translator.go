@@ -139,7 +139,7 @@ func (t *Translator) cli(m *supervisor.Message, at time.Time) []Out {
 		if m.Message == nil {
 			break
 		}
-		if m.UUID != "" {
+		if supervisor.IsEntryID(m.UUID) {
 			t.lastEntry = m.UUID
 		}
 		for _, b := range m.Message.Content {

@@ -247,3 +247,28 @@ func TestSpendingAddsUp(t *testing.T) {
 		t.Fatalf("done %+v, spent %v", d, tr.Spent())
 	}
 }
+
+// An assistant message's entry id is kept only in the CLI's form: the
+// sandbox can write onto the CLI's output, and the id is put on a
+// command line when the conversation is rewound to it.
+func TestLastEntryTakesOnlyTheCLIsForm(t *testing.T) {
+	for _, tt := range []struct {
+		name, uuid string
+		kept       bool
+	}{
+		{"a UUID", "0f8b6f4e-6a55-4c55-9f43-1d2f6e8c1a10", true},
+		{"a megabyte", strings.Repeat("a", 1<<20), false},
+		{"a flag", "--settings=/etc/x", false},
+		{"a line break", "a\nb", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := clientevent.NewTranslator("s1")
+			tr.Translate(supervisor.Event{Kind: supervisor.EventTurnStart, Text: "hi", Time: time.Now()})
+			msg := &supervisor.Message{Type: "assistant", UUID: tt.uuid, Message: &supervisor.APIMessage{ID: "m1", Role: "assistant"}}
+			tr.Translate(supervisor.Event{Kind: supervisor.EventCLI, Msg: msg, Time: time.Now()})
+			if got := tr.LastEntry() == tt.uuid; got != tt.kept {
+				t.Fatalf("kept %v, want %v", got, tt.kept)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -12,7 +13,18 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/clihome"
 )
+
+// entryID is the form the CLI gives its transcript's entries (a UUID),
+// loosely: anything in the sandbox can write onto the CLI's output, and
+// an entry's id is kept with the session and put on a command line
+// (--resume-session-at=).
+var entryID = regexp.MustCompile(`^[0-9A-Za-z-]{1,64}$`)
+
+// IsEntryID reports whether id has the form of the CLI's entry ids.
+func IsEntryID(id string) bool { return entryID.MatchString(id) }
 
 // Errors a CLI returns; callers test them with errors.Is.
 var (
@@ -883,7 +895,13 @@ func (c *CLI) onMessage(p *Process, m *Message) {
 		return
 	}
 	if m.SessionID != "" && (m.Type == "result" || (m.Type == "system" && m.Subtype == "init")) {
-		c.cliSessionID = m.SessionID
+		// Anything in the sandbox can write onto the CLI's output: only
+		// an id of the CLI's own form is resumed (--resume=).
+		if clihome.IsConversationID(m.SessionID) {
+			c.cliSessionID = m.SessionID
+		} else {
+			c.log.Warn().Int("bytes", len(m.SessionID)).Msg("the CLI's output named a conversation id of another form; the session keeps its own")
+		}
 	}
 	if m.Type == "system" && m.PermissionMode != "" && c.settings.PermissionMode != "" && ChoosableMode(m.PermissionMode) {
 		// The CLI changes its mode itself (an approved plan ends plan
