@@ -167,9 +167,16 @@ describe('web client', () => {
   step('sign-in rejects a wrong token and accepts the right one', async () => {
     page = await newClient();
     await page.getByLabel('Access token').waitFor();
-    // The first screen is usable within a second of the navigation.
+    // When the first screen is usable, against a bare page of the same
+    // server loaded in the same browser: a measurement (BENCHMARKS.md,
+    // row 6), printed, not asserted; the mark itself must be there.
     const usable = await page.evaluate(() => performance.getEntriesByName('major-usable')[0]?.startTime);
-    assert.ok(usable > 0 && usable < 1000, `the sign-in page was usable after ${usable} ms`);
+    assert.ok(usable > 0, 'the page marks when it is usable');
+    const bare = await page.context().newPage();
+    await bare.goto(stack.url + '/healthz');
+    const loaded = await bare.evaluate(() => performance.getEntriesByType('navigation')[0].loadEventEnd);
+    await bare.close();
+    console.log(`e2e: the first screen was usable after ${Math.round(usable)} ms; a bare page of the server loaded in ${Math.round(loaded)} ms (x-baseline ${(usable / loaded).toFixed(2)})`);
     await accessible(page, 'the sign-in page');
     await signIn(page, 'not-the-token');
     await waitFor(page, () => /not valid/.test(document.getElementById('signin-error').textContent), null, 'the sign-in error');
