@@ -1069,6 +1069,57 @@ describe('web client', () => {
     await phone.context().close();
   });
 
+  step('on a phone: a question, a post to approve, the queue and the notes fit the screen and work', async () => {
+    const phone = await newClient({ width: 390, height: 844 }, stack.url);
+    await signIn(phone);
+    await phone.getByRole('heading', { name: 'What can I help with?' }).waitFor();
+    const fits = async (what) => {
+      const over = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(over <= 0, `${what} scrolls sideways on a phone (${over}px: ${await widest(phone)})`);
+    };
+    await send(phone, '[[ask]]');
+    const question = phone.locator('.card.question');
+    await question.getByText('Which color?').waitFor();
+    await fits('a question card');
+    await shot(phone, '32-phone-question');
+    await question.getByRole('button', { name: /Blue/ }).click();
+    await waitReply(phone, '"Which color?"="Blue"');
+    await waitIdle(phone);
+
+    await send(phone, '[[tool mcp__linkedin__linkedin_post {"text":"Notes on notes, from a phone"}]]');
+    const card = phone.locator('.card.permission');
+    await card.getByRole('heading', { name: 'Publish on LinkedIn?' }).waitFor();
+    assert.ok(await card.locator('.card-draft').isVisible(), 'the words are shown on a phone');
+    await fits('a permission card');
+    await shot(phone, '33-phone-permission');
+    await card.getByRole('button', { name: 'Deny' }).click();
+    await waitReply(phone, 'Denied: Publish on LinkedIn.');
+    await waitIdle(phone);
+
+    await send(phone, '[[slow 100 100]]');
+    await phone.getByRole('button', { name: 'Send now' }).waitFor();
+    const box = phone.getByLabel('Message');
+    await box.fill('queued on a phone');
+    await box.press('Enter');
+    const queued = phone.locator('#queue li', { hasText: 'queued on a phone' });
+    await queued.waitFor();
+    await fits('the queue');
+    await shot(phone, '34-phone-queue');
+    await queued.getByRole('button', { name: /Cancel/ }).click();
+    await queued.waitFor({ state: 'detached' });
+    await phone.getByRole('button', { name: 'Interrupt' }).click();
+    await waitIdle(phone);
+
+    await phone.getByRole('button', { name: 'Chat settings' }).click();
+    await phone.getByRole('button', { name: 'Notes', exact: true }).click();
+    await phone.locator('#notes-panel').getByRole('button', { name: /welcome\.md/ }).click();
+    await phone.locator('#notes-panel h3', { hasText: 'Welcome' }).waitFor();
+    await fits('the notes panel');
+    await shot(phone, '35-phone-notes');
+    await phone.locator('#notes-panel').getByRole('button', { name: 'Close' }).click();
+    await phone.context().close();
+  });
+
   step('no page loaded anything from another origin', async () => {
     assert.deepEqual(foreign, []);
   });
