@@ -1069,7 +1069,7 @@ describe('web client', () => {
     await phone.context().close();
   });
 
-  step('on a phone: a question, a post to approve, the queue and the notes fit the screen and work', async () => {
+  step('on a phone: a question, a post to approve, the queue, the notes, a photo, a diff and the terminal fit the screen and work', async () => {
     const phone = await newClient({ width: 390, height: 844 }, stack.url);
     await signIn(phone);
     await phone.getByRole('heading', { name: 'What can I help with?' }).waitFor();
@@ -1117,6 +1117,34 @@ describe('web client', () => {
     await fits('the notes panel');
     await shot(phone, '35-phone-notes');
     await phone.locator('#notes-panel').getByRole('button', { name: 'Close' }).click();
+
+    // A photo from the phone, and what a turn changed, with its diff.
+    await phone.locator('#attach-files').setInputFiles({ name: 'receipt.png', mimeType: 'image/png', buffer: PNG });
+    await phone.locator('#tray .tray-item').getByText('receipt.png').waitFor();
+    await fits('the attachment tray');
+    await send(phone, '[[blocks]]');
+    await waitReply(phone, 'image image/png');
+    await waitIdle(phone);
+    await fits('a message with a thumbnail');
+    const note = path.join(stack.tmp, 'vault', 'sebastian', 'phone-note.md');
+    await send(phone, `[[tool Write {"file_path":"${note}","content":"written from a phone\\n"}]]`);
+    await waitReply(phone, 'Changed: 1 note');
+    await waitIdle(phone);
+    await phone.locator('#transcript .msg.assistant').last().getByRole('button', { name: 'Changed: 1 note' }).click();
+    const dialog = phone.locator('#diff-dialog');
+    await dialog.getByText('+written from a phone').waitFor();
+    await fits('the diff');
+    await shot(phone, '36-phone-diff');
+    await dialog.getByRole('button', { name: 'Close' }).click();
+
+    // The terminal, from the chat's menu.
+    await phone.getByRole('button', { name: 'Chat settings' }).click();
+    await phone.getByRole('button', { name: 'Terminal', exact: true }).click();
+    await waitFor(phone, () => (document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('accept edits on'), null, "the CLI's screen on a phone");
+    await fits('the terminal');
+    await shot(phone, '37-phone-terminal');
+    await phone.getByRole('button', { name: 'Back to the chat' }).click();
+    await phone.locator('#terminal-view').waitFor({ state: 'hidden' });
     await phone.context().close();
   });
 
