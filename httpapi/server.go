@@ -158,11 +158,22 @@ func NewServer(cfg Config) *Server {
 	api.POST("/sessions/:id/permission", s.permission)
 	api.GET("/sessions/:id", s.getSession)
 	api.DELETE("/sessions/:id", s.deleteSession)
-	api.POST("/sessions/:id/title", s.setTitle)
-	api.POST("/sessions/:id/pin", s.setPinned)
-	api.POST("/sessions/:id/model", s.setModel)
-	api.POST("/sessions/:id/permission-mode", s.setPermissionMode)
-	api.POST("/sessions/:id/thinking", s.setThinking)
+	api.POST("/sessions/:id/title", sessionSetting(s, func(_ context.Context, chat *relay.Session, r *titleRequest) error {
+		return chat.SetTitle(r.Title)
+	}))
+	api.POST("/sessions/:id/pin", sessionSetting(s, func(_ context.Context, chat *relay.Session, r *pinRequest) error {
+		chat.SetPinned(*r.Pinned)
+		return nil
+	}))
+	api.POST("/sessions/:id/model", sessionSetting(s, func(ctx context.Context, chat *relay.Session, r *modelRequest) error {
+		return chat.SetModel(ctx, r.Model)
+	}))
+	api.POST("/sessions/:id/permission-mode", sessionSetting(s, func(ctx context.Context, chat *relay.Session, r *permissionModeRequest) error {
+		return chat.SetPermissionMode(ctx, r.Mode)
+	}))
+	api.POST("/sessions/:id/thinking", sessionSetting(s, func(ctx context.Context, chat *relay.Session, r *thinkingRequest) error {
+		return chat.SetThinking(ctx, r.MaxThinkingTokens, r.Effort)
+	}))
 	api.POST("/sessions/:id/fork", s.fork)
 	api.POST("/sessions/:id/rewind", s.rewind)
 	api.GET("/usage", s.usage)
@@ -644,37 +655,6 @@ func (s *Server) deleteSession(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"deleted": true})
 }
 
-// setTitle gives the chat a title of the person's.
-func (s *Server) setTitle(c *gin.Context) {
-	chat, ok := s.session(c)
-	if !ok {
-		return
-	}
-	var req titleRequest
-	if !s.bind(c, &req) {
-		return
-	}
-	if err := chat.SetTitle(req.Title); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, chat.Info())
-}
-
-// setPinned pins the chat on top of the person's list or unpins it.
-func (s *Server) setPinned(c *gin.Context) {
-	chat, ok := s.session(c)
-	if !ok {
-		return
-	}
-	var req pinRequest
-	if !s.bind(c, &req) {
-		return
-	}
-	chat.SetPinned(*req.Pinned)
-	c.JSON(http.StatusOK, chat.Info())
-}
-
 func (s *Server) createSession(c *gin.Context) {
 	var req createRequest
 	if c.Request.ContentLength != 0 {
@@ -955,61 +935,34 @@ func (s *Server) messages(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"session_id": chat.ID, "messages": chat.Messages()})
 }
 
+// sessionSetting serves a POST that changes a setting of a session (its
+// title, pin, model, permission mode, thinking): the body decoded into a
+// T, applied by set, and the session as the list describes it in answer.
+func sessionSetting[T any, P interface {
+	*T
+	validated
+}](s *Server, set func(ctx context.Context, chat *relay.Session, req P) error) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		chat, ok := s.session(c)
+		if !ok {
+			return
+		}
+		req := P(new(T))
+		if !s.bind(c, req) {
+			return
+		}
+		if err := set(c.Request.Context(), chat, req); err != nil {
+			s.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, chat.Info())
+	}
+}
+
 // getSession describes one session, as the sessions list does.
 func (s *Server) getSession(c *gin.Context) {
 	chat, ok := s.session(c)
 	if !ok {
-		return
-	}
-	c.JSON(http.StatusOK, chat.Info())
-}
-
-// setModel switches the model of the session's next turns.
-func (s *Server) setModel(c *gin.Context) {
-	chat, ok := s.session(c)
-	if !ok {
-		return
-	}
-	var req modelRequest
-	if !s.bind(c, &req) {
-		return
-	}
-	if err := chat.SetModel(c.Request.Context(), req.Model); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, chat.Info())
-}
-
-// setPermissionMode sets the permission mode of the session's next turns.
-func (s *Server) setPermissionMode(c *gin.Context) {
-	chat, ok := s.session(c)
-	if !ok {
-		return
-	}
-	var req permissionModeRequest
-	if !s.bind(c, &req) {
-		return
-	}
-	if err := chat.SetPermissionMode(c.Request.Context(), req.Mode); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, chat.Info())
-}
-
-// setThinking sets the thinking budget of the session's next turns.
-func (s *Server) setThinking(c *gin.Context) {
-	chat, ok := s.session(c)
-	if !ok {
-		return
-	}
-	var req thinkingRequest
-	if !s.bind(c, &req) {
-		return
-	}
-	if err := chat.SetThinking(c.Request.Context(), req.MaxThinkingTokens, req.Effort); err != nil {
-		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, chat.Info())
