@@ -2,7 +2,6 @@ package personstate_test
 
 import (
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,28 +11,6 @@ import (
 
 	"github.com/majorhq/major/personstate"
 )
-
-// copyTree copies the folder src to dst.
-func copyTree(tb testing.TB, src, dst string) {
-	tb.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-}
 
 func read(tb testing.TB, path string) string {
 	tb.Helper()
@@ -52,7 +29,9 @@ func read(tb testing.TB, path string) string {
 // second run changes nothing.
 func TestMigrateAStateDirOfTheEarlierLayout(t *testing.T) {
 	state := t.TempDir()
-	copyTree(t, "testdata/state", state)
+	if err := os.CopyFS(state, os.DirFS("testdata/state")); err != nil {
+		t.Fatal(err)
+	}
 	n, err := personstate.Migrate(state, zerolog.Nop())
 	if err != nil || n != 2+2+1+1+2 {
 		t.Fatalf("moved %d, %v; want 2 sessions, 2 usages, 1 device list, 1 settings, 2 records", n, err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,28 +10,6 @@ import (
 
 	"github.com/majorhq/major/clihome"
 )
-
-// copyTree copies the folder src to dst (files 0600, folders 0700).
-func copyTree(tb testing.TB, src, dst string) {
-	tb.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-}
 
 // getJSON is a GET as person, its JSON answer decoded into out.
 func (s *server) getJSON(tb testing.TB, person, path string, out any) {
@@ -61,7 +38,9 @@ func TestServesAStateDirOfTheEarlierLayout(t *testing.T) {
 	if err := os.RemoveAll(s.state); err != nil {
 		t.Fatal(err)
 	}
-	copyTree(t, "../../personstate/testdata/state", s.state)
+	if err := os.CopyFS(s.state, os.DirFS("../../personstate/testdata/state")); err != nil {
+		t.Fatal(err)
+	}
 	// The fixture's CLI ran in a vault at another path; its transcripts
 	// are where the CLI looks for this test's vault.
 	for _, p := range []string{"sebastian", "petra"} {
