@@ -16,26 +16,7 @@ import (
 // the rewind completes, and the message then runs.
 func TestRewindHoldsTheSession(t *testing.T) {
 	t.Parallel()
-	inDryRun, release := make(chan struct{}), make(chan struct{})
-	sessions, fakes := relaytest.NewRegistry(t, relay.RegistryConfig{
-		VetRewind: func(person string, files []string) ([]string, error) { return files, nil },
-	})
-	chat, err := sessions.GetOrCreate("", "sebastian")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fakes.CLI(chat.ID)
-	f.RewindFilesFunc = func(ctx context.Context, messageID string, dryRun bool) (supervisor.RewindResult, error) {
-		if dryRun {
-			close(inDryRun)
-			<-release
-		}
-		return supervisor.RewindResult{CanRewind: true, FilesChanged: []string{"notes.md"}}, nil
-	}
-	a := submit(t, sessions, chat, "write my notes")
-	started(t, a)
-	f.Reply("written")
-	ended(t, chat, a.Turn())
+	sessions, chat, f, inDryRun, release := rewindWaitsInDryRun(t)
 
 	type result struct {
 		res relay.RewindResult
@@ -133,26 +114,7 @@ func TestForkHoldsTheOriginal(t *testing.T) {
 // are refused; a message waits.
 func TestHoldRefusesTheOthers(t *testing.T) {
 	t.Parallel()
-	inDryRun, release := make(chan struct{}), make(chan struct{})
-	sessions, fakes := relaytest.NewRegistry(t, relay.RegistryConfig{
-		VetRewind: func(person string, files []string) ([]string, error) { return files, nil },
-	})
-	chat, err := sessions.GetOrCreate("", "sebastian")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fakes.CLI(chat.ID)
-	f.RewindFilesFunc = func(ctx context.Context, messageID string, dryRun bool) (supervisor.RewindResult, error) {
-		if dryRun {
-			close(inDryRun)
-			<-release
-		}
-		return supervisor.RewindResult{CanRewind: true, FilesChanged: []string{"notes.md"}}, nil
-	}
-	a := submit(t, sessions, chat, "write my notes")
-	started(t, a)
-	f.Reply("written")
-	ended(t, chat, a.Turn())
+	sessions, chat, f, inDryRun, release := rewindWaitsInDryRun(t)
 	done := make(chan error, 1)
 	go func() {
 		_, err := sessions.Rewind(context.Background(), chat, relay.RewindRequest{MessageID: "turn-1-user", Files: true, DryRun: true})
@@ -178,4 +140,32 @@ func TestHoldRefusesTheOthers(t *testing.T) {
 	}
 	f.Reply("ok")
 	ended(t, chat, b.Turn())
+}
+
+// rewindWaitsInDryRun makes a session of sebastian's with one turn ended,
+// whose CLI's dry run of a rewind closes inDryRun and then waits until
+// release is closed.
+func rewindWaitsInDryRun(tb testing.TB) (sessions *relay.Registry, chat *relay.Session, f *relaytest.CLI, inDryRun, release chan struct{}) {
+	tb.Helper()
+	inDryRun, release = make(chan struct{}), make(chan struct{})
+	sessions, fakes := relaytest.NewRegistry(tb, relay.RegistryConfig{
+		VetRewind: func(person string, files []string) ([]string, error) { return files, nil },
+	})
+	chat, err := sessions.GetOrCreate("", "sebastian")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f = fakes.CLI(chat.ID)
+	f.RewindFilesFunc = func(ctx context.Context, messageID string, dryRun bool) (supervisor.RewindResult, error) {
+		if dryRun {
+			close(inDryRun)
+			<-release
+		}
+		return supervisor.RewindResult{CanRewind: true, FilesChanged: []string{"notes.md"}}, nil
+	}
+	a := submit(tb, sessions, chat, "write my notes")
+	started(tb, a)
+	f.Reply("written")
+	ended(tb, chat, a.Turn())
+	return sessions, chat, f, inDryRun, release
 }
