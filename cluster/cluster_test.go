@@ -24,24 +24,6 @@ import (
 
 const token = "cluster-token"
 
-// logBuffer is a bytes.Buffer safe for a process's output and the test.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // major is one server: its own clone of the vault, its own state
 // directory, run as the built binary.
 type major struct {
@@ -49,7 +31,7 @@ type major struct {
 	args                    []string
 	env                     []string
 	cmd                     *exec.Cmd
-	logs                    *logBuffer
+	logs                    *clitest.Buffer
 	exited                  chan struct{}
 }
 
@@ -137,7 +119,7 @@ func (m *major) start(tb testing.TB, bin string) {
 	tb.Helper()
 	m.cmd = exec.Command(bin, m.args...)
 	m.cmd.Env = m.env
-	m.logs = &logBuffer{}
+	m.logs = &clitest.Buffer{}
 	m.cmd.Stdout, m.cmd.Stderr = m.logs, m.logs
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := m.cmd.Start(); err != nil {
@@ -223,21 +205,7 @@ func haproxy(tb testing.TB, servers []*major) (string, string) {
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-db", "-f", path)
-	logs := &logBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	tb.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	})
+	logs, exited := clitest.Start(tb, cmd)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()

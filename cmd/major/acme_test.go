@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/majorhq/major/clitest"
 )
 
 // freeAddr is a loopback address with a port nobody listens on now.
@@ -30,7 +32,7 @@ func freeAddr(tb testing.TB) string {
 
 // daemon runs a test server program in a process group of its own until
 // the test ends.
-func daemon(tb testing.TB, env []string, name string, args ...string) *syncBuffer {
+func daemon(tb testing.TB, env []string, name string, args ...string) *clitest.Buffer {
 	tb.Helper()
 	bin, err := exec.LookPath(name)
 	if err != nil {
@@ -38,7 +40,7 @@ func daemon(tb testing.TB, env []string, name string, args ...string) *syncBuffe
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
-	logs := &syncBuffer{}
+	logs := &clitest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -8,12 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/httpapi/httpapitest"
 )
 
@@ -37,24 +37,7 @@ func startCaddy(tb testing.TB, s *server) string {
 	cmd := exec.Command(bin, "run", "--config", filepath.Join("..", "..", "deploy", "Caddyfile"), "--adapter", "caddyfile")
 	cmd.Env = []string{"HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_CONFIG_HOME=" + home,
 		"MAJOR_SITE=http://" + addr, "MAJOR_UPSTREAM=" + upstream, "CADDY_ADMIN=off"}
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	tb.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-		if tb.Failed() {
-			tb.Logf("caddy's log:\n%s", logs)
-		}
-	})
+	logs, exited := clitest.Start(tb, cmd)
 	url := "http://" + addr
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if r, err := http.Get(url + "/healthz"); err == nil {

@@ -16,6 +16,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/server"
 
 	"github.com/majorhq/major/assembly"
+	"github.com/majorhq/major/clitest"
 )
 
 // probeEnv makes this test binary, started by the CLI as an MCP server,
@@ -270,7 +271,7 @@ func startFails(tb testing.TB, args, environ []string) error {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &clitest.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, environ, logs, io.Discard) }()
 	tick := time.NewTicker(20 * time.Millisecond)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,29 +52,11 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type server struct {
 	url    string
 	env    *clitest.Env
 	li     *linkedintest.Server
-	logs   *syncBuffer
+	logs   *clitest.Buffer
 	cancel context.CancelFunc
 	done   chan error
 	args   []string
@@ -152,7 +132,7 @@ func testEnviron(env *clitest.Env, overrides ...string) []string {
 func launch(tb testing.TB, env *clitest.Env, li *linkedintest.Server, state string, args, environ []string) *server {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{env: env, li: li, logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1), args: args, state: state, environ: environ}
+	s := &server{env: env, li: li, logs: &clitest.Buffer{}, cancel: cancel, done: make(chan error, 1), args: args, state: state, environ: environ}
 	go func() { s.done <- run(ctx, args, environ, s.logs, io.Discard) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for s.url == "" {

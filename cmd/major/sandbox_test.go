@@ -266,7 +266,7 @@ func TestSandboxOffOrMissing(t *testing.T) {
 		if err := os.Symlink(git, filepath.Join(bin, "git")); err != nil {
 			t.Fatal(err)
 		}
-		var logs syncBuffer
+		var logs clitest.Buffer
 		err = run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--vault-root", env.VaultRoot,
 			"--state-dir", filepath.Join(dir, "state"), "--config-dir", filepath.Join(dir, "config"), "--claude", env.Binary,
 			"--auth-file", authFile}, testEnviron(env, "PATH="+bin), &logs, io.Discard)

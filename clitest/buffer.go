@@ -1,0 +1,57 @@
+package clitest
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// Buffer is a bytes.Buffer that a process's output (or a server's logger)
+// and the test may use at once.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Start starts cmd in a process group of its own with its output in the
+// returned Buffer, and kills the group when the test ends (then logging
+// the output, if the test failed). exited is closed once cmd has exited.
+func Start(tb testing.TB, cmd *exec.Cmd) (logs *Buffer, exited <-chan struct{}) {
+	tb.Helper()
+	logs = &Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	tb.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		if tb.Failed() {
+			tb.Logf("%s's output:\n%s", filepath.Base(cmd.Path), logs)
+		}
+	})
+	return logs, done
+}
