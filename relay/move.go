@@ -75,21 +75,11 @@ func (r *Registry) Release(ctx context.Context, person string) error {
 	var errs []error
 	for _, c := range chats {
 		c.cancel()
-		if err := c.cli.Close(); err != nil {
-			c.log.Warn().Err(err).Msg("close session")
-		}
 		c.mu.Lock()
 		c.notify.Settled(c.Person, c.ID, "")
 		c.mu.Unlock()
-		c.waitTurnStop()
-		c.stream.Close()
-		c.mu.Lock()
-		c.persistLocked()
-		c.mu.Unlock()
-		if c.elog != nil {
-			if err := c.elog.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("write the log of session %s: %w", c.ID, err))
-			}
+		if err := c.shutDown(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := r.ledger.Release(person); err != nil {

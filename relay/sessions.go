@@ -1292,18 +1292,31 @@ func (r *Registry) Close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = c.cli.Close()
-			c.waitTurnStop()
-			c.stream.Close()
-			c.mu.Lock()
-			c.persistLocked()
-			c.mu.Unlock()
-			if c.elog != nil {
-				if err := c.elog.Close(); err != nil {
-					c.log.Error().Err(err).Msg("flush event log")
-				}
+			if err := c.shutDown(); err != nil {
+				c.log.Error().Err(err).Msg("flush event log")
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// shutDown ends the session's CLI (waiting for a turn's stop it asked
+// for) and its stream, and writes what is kept of it: its index entry
+// and its log, whose error it returns.
+func (c *Session) shutDown() error {
+	if err := c.cli.Close(); err != nil {
+		c.log.Warn().Err(err).Msg("close session")
+	}
+	c.waitTurnStop()
+	c.stream.Close()
+	c.mu.Lock()
+	c.persistLocked()
+	c.mu.Unlock()
+	if c.elog == nil {
+		return nil
+	}
+	if err := c.elog.Close(); err != nil {
+		return fmt.Errorf("write the log of session %s: %w", c.ID, err)
+	}
+	return nil
 }
