@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -54,4 +55,13 @@ func Start(tb testing.TB, cmd *exec.Cmd) (logs *Buffer, exited <-chan struct{}) 
 		}
 	})
 	return logs, done
+}
+
+// LiveHeap is the live heap of this process after a collection, for
+// tests that check what a server holds.
+func LiveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

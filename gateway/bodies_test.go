@@ -3,10 +3,11 @@ package gateway_test
 import (
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/majorhq/major/clitest"
 )
 
 // A model request's body is read whole into memory before anything else
@@ -23,7 +24,7 @@ func TestGatewayBoundsBodiesInMemory(t *testing.T) {
 	token := w.gw.Issue("sebastian", "chat-1")
 	addr := strings.TrimPrefix(w.url, "http://")
 	const conns, size = 8, 32 << 20
-	before := heap()
+	before := clitest.LiveHeap()
 	var wg sync.WaitGroup
 	body := []byte(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"` + strings.Repeat("a", size-100) + `"}]}`)
 	held := make([]net.Conn, 0, conns)
@@ -48,7 +49,7 @@ func TestGatewayBoundsBodiesInMemory(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	grown := int64(heap()) - int64(before)
+	grown := int64(clitest.LiveHeap()) - int64(before)
 	t.Logf("%d connections of %d MiB each, never finished: the gateway's heap grew by %d MiB", conns, size>>20, grown>>20)
 	if grown > 2*size {
 		t.Errorf("requests whose bodies never finish hold %d MiB of the server's memory (%d of them)", grown>>20, conns)
@@ -56,12 +57,4 @@ func TestGatewayBoundsBodiesInMemory(t *testing.T) {
 	for _, c := range held {
 		c.Close()
 	}
-}
-
-// heap is the live heap of this process, after a collection.
-func heap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -5,13 +5,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/hooks"
 )
 
@@ -38,7 +38,7 @@ func TestHookSocketBoundsInputsInMemory(t *testing.T) {
 
 	const conns, size = 4, 64 << 20
 	input := []byte(`{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"content":"` + strings.Repeat("a", size-200) + `"}}`)
-	before := heapInUse()
+	before := clitest.LiveHeap()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -65,7 +65,7 @@ func TestHookSocketBoundsInputsInMemory(t *testing.T) {
 	}
 	wg.Wait()
 	input = nil
-	grown := int64(heapInUse()) - int64(before)
+	grown := int64(clitest.LiveHeap()) - int64(before)
 	t.Logf("%d hook inputs of %d MiB each, never finished: the server's heap grew by %d MiB", conns, size>>20, grown>>20)
 	if grown > size {
 		t.Errorf("hook inputs that never finish hold %d MiB of the server's memory (%d of them)", grown>>20, conns)
@@ -73,12 +73,4 @@ func TestHookSocketBoundsInputsInMemory(t *testing.T) {
 	for _, c := range held {
 		c.Close()
 	}
-}
-
-// heapInUse is the live heap of this process, after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/majorhq/major/clihome"
+	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/httpapi/httpapitest"
 )
 
@@ -231,13 +231,13 @@ func TestSandboxOutputNeverFillsTheServersMemory(t *testing.T) {
 	id := s.newSessionAs(t, "sebastian")
 	s.shell(t, id, "true")
 	const lines, size = 128, 1 << 20
-	before := heap()
+	before := clitest.LiveHeap()
 	script := `pad=$(head -c ` + fmt.Sprint(size) + ` /dev/zero | tr '\0' a); cli=` + cliOf + `; ` +
 		`for i in $(seq ` + fmt.Sprint(lines) + `); do printf '{"type":"system","subtype":"note","pad":"%s"}\n' "$pad"; done > /proc/$cli/fd/1; echo WROTE`
 	if got := s.shell(t, id, script); !strings.Contains(got, "WROTE") {
 		t.Fatalf("could not write: %s", got)
 	}
-	grown := int64(heap()) - int64(before)
+	grown := int64(clitest.LiveHeap()) - int64(before)
 	t.Logf("the server's heap grew by %d MiB after %d MiB written onto the CLI's output", grown>>20, lines*size>>20)
 	if grown > 32<<20 {
 		t.Errorf("the server keeps what the sandbox wrote onto the CLI's output: its heap grew by %d MiB for %d MiB written", grown>>20, lines*size>>20)
@@ -251,14 +251,6 @@ func TestSandboxOutputNeverFillsTheServersMemory(t *testing.T) {
 	if st.Size() > 16<<20 {
 		t.Errorf("the session's log holds %d MiB after %d MiB written onto the CLI's output", st.Size()>>20, lines*size>>20)
 	}
-}
-
-// heap is the live heap of this process, after a collection.
-func heap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // Anything in the sandbox can write control requests onto the CLI's
@@ -285,7 +277,7 @@ func TestSandboxControlRequestsNeverFillTheServersMemory(t *testing.T) {
 	if got := s.shell(t, id, script); !strings.Contains(got, "STARTED") {
 		t.Fatalf("could not start the writer: %s", got)
 	}
-	before := heap()
+	before := clitest.LiveHeap()
 	writeFile(t, flag, "")
 	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(s.logs.String(), "control response for no pending request") {
@@ -294,7 +286,7 @@ func TestSandboxControlRequestsNeverFillTheServersMemory(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	grown := int64(heap()) - int64(before)
+	grown := int64(clitest.LiveHeap()) - int64(before)
 	t.Logf("the server's heap grew by %d MiB after %d control requests of %d MiB", grown>>20, requests, size>>20)
 	if grown > requests*size/2 {
 		t.Errorf("the server holds the control requests the sandbox wrote onto the CLI's output: its heap grew by %d MiB for %d MiB written", grown>>20, requests*size>>20)
