@@ -807,7 +807,7 @@ func (c *Session) Info() SessionInfo {
 	}
 	return SessionInfo{ID: c.ID, Title: c.redact.Text(c.title), Created: c.Created, LastActivity: c.lastActivity, State: string(state),
 		Queued: len(c.queue.waiting), Model: model, PermissionMode: set.PermissionMode, MaxThinkingTokens: set.MaxThinkingTokens,
-		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom, ModelName: ModelName(model), Pinned: c.pinned}
+		Effort: set.Effort, SpentUSD: c.spentLocked(), ForkedFrom: c.forkedFrom, ModelName: clientevent.ModelName(model), Pinned: c.pinned}
 }
 
 // AttachInteractive counts a client that can answer questions until the
