@@ -15,7 +15,7 @@ import { startPushService } from './push.js';
 
 const SHOTS = path.join(WEB, 'e2e', 'screenshots');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const WAIT = 20000; // the longest any one expectation may take
+const WAIT = 60000; // the longest any one expectation may take (a sandboxed CLI's cold start under load included)
 // A 2×2 PNG, for the attach step.
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGM4IScHRAwQCgAfJgQRoo8irwAAAABJRU5ErkJggg==', 'base64');
 
@@ -55,6 +55,20 @@ function waitFor(p, fn, arg, what) {
   return p.waitForFunction(fn, arg, { timeout: WAIT, polling: 50 }).catch((err) => {
     throw new Error(`timed out waiting for ${what}: ${err.message.split('\n')[0]}`);
   });
+}
+
+// until polls an async condition in the test until it holds, for at most
+// WAIT; the assertion after it says what did not hold.
+async function until(cond) {
+  for (const end = Date.now() + WAIT; !(await cond()) && Date.now() < end;) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+// settled waits until the page's finite animations and transitions (a
+// drawer sliding in or out) have finished.
+function settled(p) {
+  return waitFor(p, () => document.getAnimations().every((a) => a.playState !== 'running' || a.effect?.getTiming().iterations === Infinity), null, 'the page\'s transitions to finish');
 }
 
 // step is a test that leaves a screenshot of both pages when it fails.
@@ -615,7 +629,7 @@ describe('web client', () => {
     await page.reload();
     await waitFor(page, (n) => document.querySelectorAll('#transcript > *').length === n && !document.querySelector('#transcript .running'), before.length, 'the replay after reload');
     // Replayed deltas are drawn on a short timer.
-    await new Promise((r) => setTimeout(r, 100));
+    await until(async () => JSON.stringify(await transcript(page)) === JSON.stringify(before));
     assert.deepEqual(await transcript(page), before);
     assert.equal(await page.locator('.card').count(), 0);
     await shot(page, '12-reloaded');
@@ -662,10 +676,10 @@ describe('web client', () => {
     await waitFor(page, () => /\$\d+\.\d\d in this chat/.test(document.getElementById('spend').textContent), null, 'the chat\'s spending');
     await page.getByLabel('Mode', { exact: true }).selectOption('plan');
     await waitFor(page, () => document.getElementById('mode').value === 'plan', null, 'plan mode');
-    for (let i = 0; i < 100 && (await info(sessionID)).permission_mode !== 'plan'; i++) await new Promise((r) => setTimeout(r, 50));
+    await until(async () => (await info(sessionID)).permission_mode === 'plan');
     assert.equal((await info(sessionID)).permission_mode, 'plan', 'the server has the mode');
     await page.getByLabel('Model', { exact: true }).selectOption('haiku');
-    for (let i = 0; i < 100 && (await info(sessionID)).model !== 'haiku'; i++) await new Promise((r) => setTimeout(r, 50));
+    await until(async () => (await info(sessionID)).model === 'haiku');
     assert.equal((await info(sessionID)).model, 'haiku', 'the server has the model');
     await page.getByLabel('Mode', { exact: true }).selectOption('acceptEdits');
     await shot(page, '16-controls');
@@ -711,6 +725,10 @@ describe('web client', () => {
     assert.deepEqual(drawn, { '⎿': true, '⏵': true, '✻': true, '●': true, '❯': true, '─': true, a: true }, 'the CLI\'s signs have glyphs');
     await shot(page, '18-terminal');
     await page.keyboard.type('[[say Typed in the terminal]]');
+    // Enter once the CLI shows the text: keys that reach it together are
+    // taken as a paste, and a pasted Enter does not submit.
+    await waitFor(page, screenHas, { needle: 'Typed in the terminal', times: 1 }, 'the typed prompt on the screen');
+    await page.waitForTimeout(200);
     await page.keyboard.press('Enter');
     // Once as typed, once as the model's answer.
     await waitFor(page, screenHas, { needle: 'Typed in the terminal', times: 2 }, "the model's answer in the terminal");
@@ -794,7 +812,7 @@ describe('web client', () => {
     await direct.goto(stack.url + '/app/');
     for (const f of files) {
       const url = `${stack.url}/api/claude/vault/file?path=${encodeURIComponent(f.path)}`;
-      const download = direct.waitForEvent('download', { timeout: 5000 }).catch(() => null);
+      const download = direct.waitForEvent('download', { timeout: 15000 }).catch(() => null);
       await direct.goto(url).catch(() => null); // a download aborts the navigation
       await new Promise((r) => setTimeout(r, 300));
       assert.equal(await direct.evaluate(() => window.pwned), undefined, `${f.name} ran a script`);
@@ -1019,7 +1037,7 @@ describe('web client', () => {
     await phone.getByRole('button', { name: 'Show chats' }).click();
     await phone.locator(`.session[data-session-id="${sessionID}"]`).click();
     await waitFor(phone, () => document.querySelectorAll('#transcript .msg').length > 4 && !document.querySelector('#transcript .running'), null, 'the chat on the phone');
-    await new Promise((r) => setTimeout(r, 300));
+    await settled(phone);
     const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `no sideways scrolling (${overflow}px too wide: ${await widest(phone)})`);
     assert.equal(await phone.locator('#sidebar').isVisible(), false, 'the drawer closed after choosing a chat');
@@ -1039,7 +1057,7 @@ describe('web client', () => {
     await phone.locator('#controls').waitFor({ state: 'hidden' });
     await phone.getByRole('button', { name: 'Show chats' }).click();
     await phone.locator('#sidebar').waitFor({ state: 'visible' });
-    await new Promise((r) => setTimeout(r, 300));
+    await settled(phone);
     // In the drawer, a chat's options and the search work as on a laptop,
     // and titles keep most of their width.
     const row = phone.locator(`.session-row[data-session-id="${sessionID}"]`);
