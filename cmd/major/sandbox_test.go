@@ -108,8 +108,7 @@ func TestSandboxHoldsTheBoundary(t *testing.T) {
 		outside := filepath.Join(s.state, "written-from-the-shell")
 		shell := func(cmd, marker string) string {
 			t.Helper()
-			term.Send(t, 2, []byte("!"))
-			time.Sleep(300 * time.Millisecond)
+			term.Type(t, "!")
 			submit(t, term, cmd+"; echo "+marker+"-$((6*7))", "the shell's "+marker, func() bool { return strings.Contains(term.Text(), marker+"-42") })
 			time.Sleep(500 * time.Millisecond)
 			return term.Text()

@@ -29,11 +29,11 @@ func openTerminal(tb testing.TB, s *server, id string) *httpapitest.Terminal {
 	return c
 }
 
-// typeLine types text, then Enter, as separate keystrokes would arrive.
+// typeLine types text, then Enter, as separate keystrokes would arrive
+// (Enter once the CLI has shown the text).
 func typeLine(tb testing.TB, c *httpapitest.Terminal, text string) {
 	tb.Helper()
-	c.Send(tb, websocket.MessageBinary, []byte(text))
-	time.Sleep(300 * time.Millisecond)
+	c.Type(tb, text)
 	c.Send(tb, websocket.MessageBinary, []byte("\r"))
 }
 
@@ -150,7 +150,7 @@ func lastRequestTexts(s *server) string {
 // terminal's turns in its history.
 func TestTerminalContinuesTheConversation(t *testing.T) {
 	t.Parallel()
-	s := start(t, "--terminal-grace", "4s")
+	s := start(t, "--terminal-grace", "10s")
 	vaultDir := filepath.Join(s.env.VaultRoot, "sebastian")
 
 	out := readAll(t, s.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[say the app's first answer]] app-marker"}`))
@@ -219,7 +219,7 @@ func TestTerminalContinuesTheConversation(t *testing.T) {
 
 	// Gone for longer than the grace time: nothing is left running.
 	again.Close()
-	waitFor(t, 30*time.Second, "the terminal to end", func() bool { return len(terminalClaude(t, vaultDir)) == 0 })
+	waitFor(t, time.Minute, "the terminal to end", func() bool { return len(terminalClaude(t, vaultDir)) == 0 })
 	waitFor(t, 10*time.Second, "the terminal's record to go", func() bool { return !slices.Contains(pidRecords(t, s), group.PGID) })
 
 	// What was said in the terminal is in the chat's history, the model's

@@ -146,6 +146,20 @@ func (c *Terminal) Send(tb testing.TB, typ websocket.MessageType, b []byte) {
 	}
 }
 
+// Type sends keys as typing does and waits (up to 30 s) until the CLI drew
+// something after them, so that the next keys reach it in a read of their
+// own: keys that arrive together with others are taken as a paste (Enter
+// pasted after text does not submit it).
+func (c *Terminal) Type(tb testing.TB, keys string) {
+	tb.Helper()
+	before := len(c.Screen())
+	c.Send(tb, websocket.MessageBinary, []byte(keys))
+	for deadline := time.Now().Add(30 * time.Second); len(c.Screen()) == before && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+}
+
 // Close closes the connection normally and waits until it is closed.
 func (c *Terminal) Close() {
 	_ = c.ws.Close(websocket.StatusNormalClosure, "")
