@@ -144,7 +144,7 @@ func TestGitSyncFailuresAreErrorsButTheWriteIsKept(t *testing.T) {
 			git(tb, root, "remote", "set-url", "origin", "ssh://vault.invalid/vault.git")
 			// ssh is stood in for by a process that never answers; it is
 			// git's child, so only killing the group ends it.
-			return vault.GitConfig{Root: root, Timeout: time.Second, Env: []string{"GIT_SSH_COMMAND=sleep 60 #"}}
+			return vault.GitConfig{Root: root, Timeout: 3 * time.Second, Env: []string{"GIT_SSH_COMMAND=sleep 60 #"}}
 		}, true},
 		{"git is not installed", func(tb testing.TB, root string) vault.GitConfig {
 			return vault.GitConfig{Root: root, Git: filepath.Join(tb.TempDir(), "no-git")}
@@ -202,7 +202,9 @@ func TestGitSyncARemoteThatNeverAnswers(t *testing.T) {
 			withRemote(t, root)
 			silent, accepted := silentRemote(t)
 			c.point(t, root, silent)
-			g := newGitSync(t, vault.GitConfig{Root: root, Timeout: 10 * time.Minute, RemoteTimeout: time.Second})
+			// The bound covers the answering side's git calls too (the pull
+			// when only the push hangs): long enough for a loaded machine.
+			g := newGitSync(t, vault.GitConfig{Root: root, Timeout: 10 * time.Minute, RemoteTimeout: 5 * time.Second})
 			synced := make(chan error, 1)
 			go func() {
 				synced <- g.Do(context.Background(), "Log", []string{"log.md"}, func() error {
