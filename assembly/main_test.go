@@ -3,9 +3,9 @@ package assembly_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/majorhq/major/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }

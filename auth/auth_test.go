@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
 	"github.com/majorhq/major/auth"
+	"github.com/majorhq/major/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // tokenFile writes content as a token file in a temp dir.
 func tokenFile(tb testing.TB, content string) string {

@@ -6,11 +6,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/majorhq/major/hooks"
+	"github.com/majorhq/major/internal/leakcheck"
 	"github.com/majorhq/major/vault/vaulttest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	leakcheck.Main(m, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 

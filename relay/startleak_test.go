@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/majorhq/major/internal/leakcheck"
 	"github.com/majorhq/major/relay"
 	"github.com/majorhq/major/relay/relaytest"
 	"github.com/majorhq/major/sessionstore"
@@ -31,5 +32,5 @@ func TestFailedStartLeavesNothingRunning(t *testing.T) {
 	if _, err := relay.NewRegistry(relay.RegistryConfig{Launcher: &relaytest.Launcher{}, Store: st, Logger: zerolog.Nop()}); err == nil {
 		t.Fatal("a registry started on an unreadable state directory")
 	}
-	goleak.VerifyNone(t, before)
+	leakcheck.None(t, before)
 }
