@@ -263,7 +263,7 @@ func TestLoadManySessions(t *testing.T) {
 	// Goroutines come back to where they were (a few of the HTTP
 	// transport's may still be on their way out).
 	var n int
-	for wait := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for wait := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if n = runtime.NumGoroutine(); n <= baseGoroutines+2 || time.Now().After(wait) {
 			break
 		}

@@ -43,7 +43,7 @@ func TestConversationOutlivesItsProcess(t *testing.T) {
 	// enough that a CLI slowed by a busy machine is not taken for stalled.
 	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 4, IdleTimeout: time.Second, Logger: zerolog.Nop()})
 	defer pool.Close()
-	h2 := newHarness(t, harnessOpts{stateDir: state, env: h.env, pool: pool, stall: 5 * time.Second})
+	h2 := newHarness(t, harnessOpts{stateDir: state, env: h.env, pool: pool, stall: 15 * time.Second})
 	recall := func(t *testing.T) string {
 		t.Helper()
 		_, evs := h2.ChatStream(t, "sebastian", "", httpapitest.JSONBody(map[string]any{"message": "[[recall]]", "session_id": sid}))

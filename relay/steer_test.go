@@ -167,7 +167,7 @@ func TestSteerThroughCLI(t *testing.T) {
 	id := h.NewSession(t)
 	events, closeEvents := h.Attach(t, id, "types=turn_start,steered,tool,done,error")
 	defer closeEvents()
-	first := h.OpenStream(t, "", httpapitest.JSONBody(map[string]any{"message": "[[steps 3 400]]", "session_id": id}))
+	first := h.OpenStream(t, "", httpapitest.JSONBody(map[string]any{"message": "[[steps 3 2000]]", "session_id": id}))
 	httpapitest.Until(t, events, "tool")
 	steer := h.OpenStream(t, "", httpapitest.JSONBody(map[string]any{"message": "also bananas", "session_id": id, "steer": true}))
 	steered := steer.Rest(t)

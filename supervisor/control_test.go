@@ -55,7 +55,7 @@ func script(tb testing.TB, sh string, h Handlers) (*Process, *collector) {
 		Path: "/bin/sh", Args: []string{"-c", sh}, Dir: tb.TempDir(),
 		Env: []string{"PATH=/usr/bin:/bin"}, Handlers: h,
 		OnMessage: col.add, OnExit: func(err error) { col.exited <- err },
-		Grace:  time.Second,
+		Grace:  2 * time.Second,
 		Logger: zerolog.New(zerolog.NewTestWriter(tb)),
 	})
 	if err != nil {
@@ -286,7 +286,7 @@ func TestCloseLeavesNoGroupMemberBehind(t *testing.T) {
 	}
 	// SIGKILL is on its way to the sleep when Close returns; it ends at
 	// once.
-	if live := procgroup.WaitGone(pid, time.Second); len(live) != 0 {
+	if live := procgroup.WaitGone(pid, 10*time.Second); len(live) != 0 {
 		t.Fatalf("process group %d still has %v after Close", pid, live)
 	}
 }

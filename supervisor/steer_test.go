@@ -150,7 +150,7 @@ func TestSteerThroughCLI(t *testing.T) {
 		run  func(t *testing.T, s *supervisor.CLI, rec *clitest.Recorder)
 	}{
 		{"into a turn of tool calls", func(t *testing.T, s *supervisor.CLI, rec *clitest.Recorder) {
-			send(t, s, "[[steps 3 400]]")
+			send(t, s, "[[steps 3 2000]]")
 			waitCLI(t, rec, streaming)
 			id := uuid.NewString()
 			if err := s.Steer(context.Background(), id, "also bananas"); err != nil {
@@ -186,7 +186,7 @@ func TestSteerThroughCLI(t *testing.T) {
 			}
 		}},
 		{"while the last answer streams", func(t *testing.T, s *supervisor.CLI, rec *clitest.Recorder) {
-			send(t, s, "[[slow 20 100]]")
+			send(t, s, "[[slow 60 100]]")
 			waitCLI(t, rec, ticked)
 			id := uuid.NewString()
 			if err := s.Steer(context.Background(), id, "[[say steered answer]]"); err != nil {
@@ -203,7 +203,7 @@ func TestSteerThroughCLI(t *testing.T) {
 			}
 		}},
 		{"withdrawn before it went in", func(t *testing.T, s *supervisor.CLI, rec *clitest.Recorder) {
-			send(t, s, "[[slow 20 100]]")
+			send(t, s, "[[slow 60 100]]")
 			waitCLI(t, rec, ticked)
 			id := uuid.NewString()
 			if err := s.Steer(context.Background(), id, "[[say withdrawn]]"); err != nil {

@@ -204,7 +204,7 @@ func TestSessionControlsThroughCLI(t *testing.T) {
 		if strings.Contains(recall, `"content":"two"`) || strings.Contains(recall, "original") || !strings.Contains(recall, `"content":"one"`) {
 			t.Fatalf("after the rewind the model recalls %q", recall)
 		}
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			_, hist := c.Call(t, "GET", "/api/claude/history?session_id="+id, "sebastian", nil)
 			if msgs := hist["messages"].([]any); len(msgs) == 4 {
