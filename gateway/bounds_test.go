@@ -86,6 +86,24 @@ func post(tb testing.TB, addr, token, body string) *http.Response {
 	return resp
 }
 
+// afterHeld sets up a gateway holding unfinished requests (hold) and sends
+// the request try returns once they are in, returning its answer as soon
+// as it has status want. The held requests must be in first: a try that
+// came before one would be taken in, and the held one refused in its
+// place. Nothing outside shows when they are in, so each attempt, on a
+// gateway of its own, gives them longer (for up to 30 s in all).
+func afterHeld(tb testing.TB, hold func() (try func() net.Conn), want int) *http.Response {
+	tb.Helper()
+	start := time.Now()
+	for settle := 20 * time.Millisecond; ; settle *= 2 {
+		try := hold()
+		time.Sleep(settle)
+		if resp := answer(tb, try()); resp.StatusCode == want || time.Since(start) > 30*time.Second {
+			return resp
+		}
+	}
+}
+
 // What a session's token may make the gateway hold: its requests'
 // bodies arrive within the body timeout, it has at most 16 requests in
 // the gateway at once, and a person's bodies held at once are at most
@@ -103,19 +121,16 @@ func TestGatewayBoundsWhatATokenHolds(t *testing.T) {
 	})
 	t.Run("a token's 17th request at once is answered 429, to retry", func(t *testing.T) {
 		t.Parallel()
-		gw, addr := boundedGateway(t, time.Minute)
-		token := gw.Issue("sebastian", "chat-1")
-		for range 16 {
-			unfinished(t, addr, token, 1000, 10)
-		}
-		// The 16 are in the gateway once a 17th is refused: the refusal
-		// itself says so, and until then each try is one of them.
-		var resp *http.Response
-		for range 100 {
-			if resp = answer(t, unfinished(t, addr, token, 1000, 1000)); resp.StatusCode == http.StatusTooManyRequests {
-				break
+		var gw *gateway.Gateway
+		var addr string
+		resp := afterHeld(t, func() func() net.Conn {
+			gw, addr = boundedGateway(t, time.Minute)
+			token := gw.Issue("sebastian", "chat-1")
+			for range 16 {
+				unfinished(t, addr, token, 1000, 10)
 			}
-		}
+			return func() net.Conn { return unfinished(t, addr, token, 1000, 1000) }
+		}, http.StatusTooManyRequests)
 		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("x-should-retry") != "true" {
 			t.Fatalf("status %d, x-should-retry %q; want 429 with a retry", resp.StatusCode, resp.Header.Get("x-should-retry"))
 		}
@@ -125,17 +140,15 @@ func TestGatewayBoundsWhatATokenHolds(t *testing.T) {
 	})
 	t.Run("a person's bodies past 32 MiB are refused with 503, to retry", func(t *testing.T) {
 		t.Parallel()
-		gw, addr := boundedGateway(t, time.Minute)
-		unfinished(t, addr, gw.Issue("sebastian", "chat-1"), 24<<20, 10)
-		token := gw.Issue("sebastian", "chat-2")
-		var resp *http.Response
-		for range 100 {
-			// Read and thrown away once refused: its client reads the
-			// answer.
-			if resp = answer(t, unfinished(t, addr, token, 9<<20, 9<<20)); resp.StatusCode == http.StatusServiceUnavailable {
-				break
-			}
-		}
+		var gw *gateway.Gateway
+		var addr string
+		// Read and thrown away once refused: its client reads the answer.
+		resp := afterHeld(t, func() func() net.Conn {
+			gw, addr = boundedGateway(t, time.Minute)
+			unfinished(t, addr, gw.Issue("sebastian", "chat-1"), 24<<20, 10)
+			token := gw.Issue("sebastian", "chat-2")
+			return func() net.Conn { return unfinished(t, addr, token, 9<<20, 9<<20) }
+		}, http.StatusServiceUnavailable)
 		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("x-should-retry") != "true" {
 			t.Fatalf("status %d, x-should-retry %q; want 503 with a retry", resp.StatusCode, resp.Header.Get("x-should-retry"))
 		}
