@@ -389,8 +389,8 @@ func TestWarmPoolThroughCLI(t *testing.T) {
 		}
 	})
 	step("with no session idle a waiting process yields its slot, and comes back in an idle one's", func(t *testing.T) {
-		send(t, other, "[[slow 20 100]]")
-		send(t, s2, "[[slow 20 100]]")
+		send(t, other, "[[slow 60 100]]")
+		send(t, s2, "[[slow 60 100]]")
 		// Petra's session resumes while both others run turns: only a
 		// waiting process can give up its slot, the longest waiting one.
 		if got := petraRec.Turn(t, petra, "[[say back]]"); got != "back" {

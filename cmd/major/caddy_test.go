@@ -76,7 +76,7 @@ func TestThroughCaddy(t *testing.T) {
 	}
 
 	step("chat-stream, line by line", func(t *testing.T) {
-		resp := via.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[slow 20 100]]","session_id":"`+id+`"}`)
+		resp := via.req(t, "POST", "/api/claude/chat-stream", `{"message":"[[slow 100 100]]","session_id":"`+id+`"}`)
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("chat-stream through the proxy: %s %s", resp.Status, readAll(t, resp))
@@ -92,7 +92,8 @@ func TestThroughCaddy(t *testing.T) {
 			t.Fatalf("the stream ended (%v) before its first tick, after:\n%s", lines.Err(), strings.Join(seen, "\n"))
 		}
 		// The first tick is here: had the proxy held the answer back,
-		// the turn would be over by now.
+		// the turn (10 s of ticks, long for a loaded machine too) would
+		// be over by now.
 		var info struct{ State string }
 		if err := json.Unmarshal([]byte(readAll(t, s.req(t, "GET", "/api/claude/sessions/"+id, ""))), &info); err != nil || info.State != "running" {
 			t.Fatalf("at the first line through the proxy the session is %q (%v): the proxy buffers", info.State, err)
