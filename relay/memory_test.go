@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/internal/standin"
 	"github.com/majorhq/major/sessionstore"
 	"github.com/majorhq/major/supervisor"
@@ -186,7 +186,7 @@ func TestEvictedSessionComesBackTheSame(t *testing.T) {
 			if !c.stream.isCold() || len(c.stream.events) != 0 || hist != nil {
 				t.Fatalf("evicted, the session keeps %d events (history %v)", len(c.stream.events), hist != nil)
 			}
-			if n := openFiles(t, st.LogPath(c.Person, c.ID)); n != 0 {
+			if n := clitest.OpenFiles(t, st.LogPath(c.Person, c.ID)); n != 0 {
 				t.Fatalf("evicted, the session holds its log open (%d)", n)
 			}
 			if read == "history first" {
@@ -197,22 +197,6 @@ func TestEvictedSessionComesBackTheSame(t *testing.T) {
 			sameState(t, "read back", stateOf(t, c), before)
 		})
 	}
-}
-
-// openFiles counts this process's descriptors open on path.
-func openFiles(tb testing.TB, path string) int {
-	tb.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	n := 0
-	for _, fd := range fds {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
-			n++
-		}
-	}
-	return n
 }
 
 // A finished turn's deltas are coalesced, one text event per part of the

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/majorhq/major/clitest"
 )
 
 // rec is record seq of turn: a text, or the turn's done when terminal.
@@ -177,22 +178,6 @@ func TestLogRewritesInOrder(t *testing.T) {
 	}
 }
 
-// openFiles counts this process's descriptors open on path.
-func openFiles(tb testing.TB, path string) int {
-	tb.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	n := 0
-	for _, fd := range fds {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
-			n++
-		}
-	}
-	return n
-}
-
 // A parked log has written and fsynced everything queued, holds no file
 // open, and starts again with the next piece of work; Records reads back
 // everything queued before it, whether the writer ran or was parked.
@@ -233,7 +218,7 @@ func TestParkAndRecords(t *testing.T) {
 	if syncs != 1 {
 		t.Fatalf("park fsynced %d times, want 1", syncs)
 	}
-	if n := openFiles(t, path); n != 0 {
+	if n := clitest.OpenFiles(t, path); n != 0 {
 		t.Fatalf("a parked log holds its file open (%d)", n)
 	}
 	if b, _ := os.ReadFile(path); bytes.Count(b, []byte("\n")) != 5 {
