@@ -5,10 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/majorhq/major/relay"
-	"github.com/majorhq/major/supervisor"
 )
 
 // A shutdown refuses new turns: a message that waits for a process slot
@@ -19,13 +16,7 @@ import (
 // message reaches the model, after the shutdown began.
 func TestShutdownStartsNoTurnWaitingForASlot(t *testing.T) {
 	t.Parallel()
-	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 5 * time.Minute, Logger: zerolog.Nop()})
-	t.Cleanup(pool.Close)
-	h := newHarness(t, harnessOpts{pool: pool})
-	holder, waiter := h.NewSession(t), h.NewSession(t)
-	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+holder+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != 202 {
-		t.Fatalf("the holder's message: %d %v", code, out)
-	}
+	h, pool, _, waiter := slotHeld(t)
 	chat, err := h.sessions.Get(waiter, "sebastian")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,21 @@ import (
 	"github.com/majorhq/major/supervisor"
 )
 
+// slotHeld is a harness on a pool of one process slot (--max-processes
+// 1), held by the hanging turn of the chat holder, and another chat,
+// waiter.
+func slotHeld(tb testing.TB) (h *harness, pool *supervisor.Pool, holder, waiter string) {
+	tb.Helper()
+	pool = supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 5 * time.Minute, Logger: zerolog.Nop()})
+	tb.Cleanup(pool.Close)
+	h = newHarness(tb, harnessOpts{pool: pool})
+	holder, waiter = h.NewSession(tb), h.NewSession(tb)
+	if code, out := h.Call(tb, "POST", "/api/claude/sessions/"+holder+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != 202 {
+		tb.Fatalf("the holder's message: %d %v", code, out)
+	}
+	return h, pool, holder, waiter
+}
+
 // With one process slot (--max-processes 1), held by another chat's turn,
 // a chat-stream whose message waits for the slot is interrupted: its
 // client reads the wait, then its turn's start and end (interrupted) at
@@ -18,13 +33,7 @@ import (
 // next message.
 func TestInterruptWhileWaitingForASlotThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	pool := supervisor.NewPool(supervisor.PoolConfig{Max: 1, SlotWait: 5 * time.Minute, Logger: zerolog.Nop()})
-	t.Cleanup(pool.Close)
-	h := newHarness(t, harnessOpts{pool: pool})
-	holder, waiter := h.NewSession(t), h.NewSession(t)
-	if code, out := h.Call(t, "POST", "/api/claude/sessions/"+holder+"/messages", "sebastian", map[string]any{"message": "[[hang]]"}); code != 202 {
-		t.Fatalf("the holder's message: %d %v", code, out)
-	}
+	h, pool, holder, waiter := slotHeld(t)
 
 	s := h.OpenStream(t, "", httpapitest.JSONBody(map[string]any{"message": "[[say waited]]", "session_id": waiter}))
 	if ev := s.UpTo(t, "status"); httpapitest.Str(ev, "message") != "Waiting for a free assistant process ..." {
