@@ -338,10 +338,7 @@ func TestControlRequestsBoundedPerProcess(t *testing.T) {
 `+request("over")+echoBack+`for i in $(seq `+strconv.Itoa(MaxControlRequests)+`); do read -r line; done
 `+request("after")+echoBack, h)
 	// The refusal is the first answer: the others wait for release.
-	deadline := time.Now().Add(10 * time.Second)
-	for !answered(col.all(), "over") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitAnswered(col, "over")
 	close(release)
 	col.wait(t)
 	msgs := col.all()
@@ -356,14 +353,16 @@ func TestControlRequestsBoundedPerProcess(t *testing.T) {
 	}
 }
 
-// answered reports whether msgs hold the echo of an answer to id.
-func answered(msgs []*Message, id string) bool {
-	for _, m := range msgs {
-		if m.Type == "echo" && strings.Contains(string(m.Raw), `"request_id":"`+id+`"`) {
-			return true
+// waitAnswered waits (up to 30 s) until col holds the echo of an answer
+// to id; what the answer was is for the test to check.
+func waitAnswered(col *collector, id string) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, m := range col.all() {
+			if m.Type == "echo" && strings.Contains(string(m.Raw), `"request_id":"`+id+`"`) {
+				return
+			}
 		}
 	}
-	return false
 }
 
 // A line longer than any the CLI writes (anything in the sandbox can write
@@ -396,10 +395,7 @@ func TestControlRequestsBoundedInBytes(t *testing.T) {
 		return `printf '{"type":"control_request","request_id":"` + id + `","request":{"subtype":"can_use_tool","tool_name":"Write","tool_use_id":"` + id + `","input":{"pad":"%s"}}}\n' "$(head -c ` + strconv.Itoa(pad) + ` /dev/zero | tr '\0' a)"` + "\n"
 	}
 	_, col := script(t, request("held", MaxControlBytes-1<<10)+request("over", 2<<10)+echoBack+request("fits", 10)+echoBack, h)
-	deadline := time.Now().Add(10 * time.Second)
-	for !answered(col.all(), "fits") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitAnswered(col, "fits")
 	close(release)
 	col.wait(t)
 	msgs := col.all()
