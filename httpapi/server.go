@@ -296,9 +296,7 @@ func (s *Server) statusOf(err error, path string) (status int, msg, retryAfter s
 		status, msg = http.StatusUnprocessableEntity, err.Error()
 	case errors.Is(err, relay.ErrNoCheckpoint):
 		status, msg = http.StatusConflict, err.Error()
-	case errors.Is(err, vault.ErrOutsideVault):
-		status, msg = http.StatusForbidden, err.Error()
-	case errors.Is(err, vault.ErrOutsideFolder), errors.Is(err, vault.ErrProtectedName):
+	case errors.Is(err, vault.ErrOutsideVault), errors.Is(err, vault.ErrOutsideFolder), errors.Is(err, vault.ErrProtectedName):
 		status, msg = http.StatusForbidden, err.Error()
 	case errors.Is(err, fs.ErrNotExist):
 		status, msg = http.StatusNotFound, err.Error()
