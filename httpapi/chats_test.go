@@ -17,10 +17,7 @@ func TestChatListControlsValidateTheirInput(t *testing.T) {
 	h := newHarness(t, harnessOpts{reply: scriptedReply})
 	id := h.NewSession(t)
 	base := "/api/claude/sessions/" + id
-	tests := []struct {
-		name, method, path, person, ctype, body string
-		want                                    int
-	}{
+	checkStatuses(t, h, []statusCase{
 		{"title", "POST", base + "/title", "sebastian", "", `{"title":"Trip to Lisbon"}`, 200},
 		{"title as a form", "POST", base + "/title", "sebastian", "application/x-www-form-urlencoded", "title=Trip", 200},
 		{"title empty", "POST", base + "/title", "sebastian", "", `{"title":""}`, 400},
@@ -38,16 +35,7 @@ func TestChatListControlsValidateTheirInput(t *testing.T) {
 		{"search too long", "GET", "/api/claude/sessions?q=" + strings.Repeat("x", 501), "sebastian", "", "", 400},
 		{"delete: unknown session", "DELETE", "/api/claude/sessions/nope", "sebastian", "", "", 404},
 		{"delete: another person's session", "DELETE", base, "petra", "", "", 404},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			resp := h.Request(t, tc.method, tc.path, tc.person, tc.ctype, tc.body)
-			resp.Body.Close()
-			if resp.StatusCode != tc.want {
-				t.Fatalf("%d, want %d", resp.StatusCode, tc.want)
-			}
-		})
-	}
+	})
 	if _, info := h.Call(t, "GET", base, "sebastian", nil); info["title"] != "Trip" || info["pinned"] == true {
 		t.Fatalf("the session after the table: %v", info)
 	}

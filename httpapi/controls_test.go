@@ -19,10 +19,7 @@ func TestSessionControlsValidateTheirInput(t *testing.T) {
 	h := newHarness(t, harnessOpts{reply: scriptedReply})
 	id := h.NewSession(t)
 	base := "/api/claude/sessions/" + id
-	cases := []struct {
-		name, method, path, person, ctype, body string
-		want                                    int
-	}{
+	checkStatuses(t, h, []statusCase{
 		{"model", "POST", base + "/model", "sebastian", "", `{"model":"claude-sonnet-4-5"}`, 200},
 		{"model as a form", "POST", base + "/model", "sebastian", "application/x-www-form-urlencoded", "model=sonnet", 200},
 		{"no model", "POST", base + "/model", "sebastian", "", `{}`, 400},
@@ -61,7 +58,19 @@ func TestSessionControlsValidateTheirInput(t *testing.T) {
 		{"usage", "GET", "/api/claude/usage?days=3", "sebastian", "", "", 200},
 		{"usage: days not a number", "GET", "/api/claude/usage?days=x", "sebastian", "", "", 400},
 		{"usage: too many days", "GET", "/api/claude/usage?days=9999", "sebastian", "", "", 400},
-	}
+	})
+}
+
+// statusCase is a request and the status it must get.
+type statusCase struct {
+	name, method, path, person, ctype, body string
+	want                                    int
+}
+
+// checkStatuses sends each request in turn (each sees what the ones
+// before it did) and checks its status.
+func checkStatuses(t *testing.T, h *harness, cases []statusCase) {
+	t.Helper()
 	for _, tc := range cases {
 		resp := h.Request(t, tc.method, tc.path, tc.person, tc.ctype, tc.body)
 		resp.Body.Close()
