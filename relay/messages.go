@@ -195,3 +195,104 @@ func (c *Session) Messages() []RichMessage {
 	}
 	return out
 }
+
+// History returns a copy of the session's messages, as its clients may
+// read them.
+func (c *Session) History() []ChatMessage {
+	h := c.lockHistory()
+	defer c.mu.Unlock()
+	out := make([]ChatMessage, len(h.messages))
+	for i, m := range h.messages {
+		// The text as a whole: a path the model wrote across deltas.
+		out[i] = ChatMessage{Role: m.Role, Content: c.redact.Text(m.Content)}
+	}
+	return out
+}
+
+const answerHeadBytes = 1024
+
+// chatHistory is the compat history, built from a session's events in
+// order.
+type chatHistory struct {
+	messages []ChatMessage
+	at       map[int]int     // turn → index of its user message in messages
+	turnText strings.Builder // the assistant's text in the open turn
+}
+
+// observe takes the next event into the history; body as for
+// Session.observe.
+func (h *chatHistory) observe(ev *Event, body clientevent.Body) {
+	switch {
+	case ev.Type == "imported", ev.Type == "terminal_turns":
+		// Both carry {messages: [{role, content}]}.
+		var e importedEvent
+		_ = json.Unmarshal(ev.Line, &e)
+		for _, m := range e.Messages {
+			h.messages = append(h.messages, ChatMessage{Role: m.Role, Content: m.Content})
+		}
+	case ev.Type == "rewound":
+		e, ok := body.(clientevent.Rewound)
+		if !ok {
+			_ = json.Unmarshal(ev.Line, &e)
+		}
+		if at, ok := h.at[e.Turn]; ok && e.Conversation && at <= len(h.messages) {
+			h.messages = h.messages[:at]
+		}
+	case ev.Type == "turn_start":
+		e, ok := body.(clientevent.TurnStart)
+		if !ok {
+			_ = json.Unmarshal(ev.Line, &e)
+		}
+		if h.at == nil {
+			h.at = map[int]int{}
+		}
+		h.at[ev.Turn] = len(h.messages)
+		h.messages = append(h.messages, ChatMessage{Role: "user", Content: compatUserContent(e.Message, e.Attachments)})
+		h.turnText.Reset()
+	case ev.Type == "steered":
+		h.observeSteered(ev, body)
+	case ev.Type == "text":
+		e, ok := body.(clientevent.Text)
+		if !ok {
+			_ = json.Unmarshal(ev.Line, &e)
+		}
+		h.turnText.WriteString(e.Delta)
+	case ev.Terminal:
+		if content := historyAnswer(h.turnText.String(), ev, body); content != "" {
+			h.messages = append(h.messages, ChatMessage{Role: "assistant", Content: content})
+		}
+		h.turnText.Reset()
+	}
+}
+
+// historyAnswer is the assistant's entry in the compat history for a turn
+// that ended with ev (a done or error event; body as for observeLocked): the
+// turn's text, and for a turn that did not complete, a marker saying so,
+// so a partial answer never reads as a whole one.
+func historyAnswer(text string, ev *Event, body clientevent.Body) string {
+	var end struct {
+		Message string `json:"message"`
+		Outcome string `json:"outcome"`
+	}
+	switch b := body.(type) {
+	case clientevent.Done:
+		end.Outcome = b.Outcome
+	case clientevent.Error:
+		end.Message = b.Message
+	default:
+		_ = json.Unmarshal(ev.Line, &end)
+	}
+	var marker string
+	switch {
+	case ev.Type == "error":
+		marker = "[Failed: " + end.Message + "]"
+	case end.Outcome == "interrupted":
+		marker = "[Interrupted]"
+	default:
+		return text
+	}
+	if text == "" {
+		return marker
+	}
+	return text + "\n\n" + marker
+}

@@ -2,12 +2,15 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"time"
 
+	"github.com/majorhq/major/clientevent"
 	"github.com/majorhq/major/supervisor"
+	"github.com/majorhq/major/usage"
 )
 
 // The rule of a turn, as the supervisor keeps it and the relay checks it:
@@ -236,3 +239,294 @@ func (c *Session) Interrupt(ctx context.Context) error {
 	c.Publish(end)
 	return nil
 }
+
+// heldEvent is one event waiting behind a turn's end hook: a CLI event, or
+// the publication of one a request of the CLI made (publish).
+type heldEvent struct {
+	ev      supervisor.Event
+	publish func()
+}
+
+// heldEvents keeps a session's events in order while a turn's end hook
+// runs: from the turn's end until finishTurn has published it, every
+// event waits here, and is published after it in the order it came. It
+// is guarded by Session.mu.
+type heldEvents struct {
+	ending bool
+	events []heldEvent
+}
+
+// waiting reports whether a turn's end hook runs: events wait.
+func (h *heldEvents) waiting() bool { return h.ending }
+
+// wait makes the events from now on wait, for a turn's end hook.
+func (h *heldEvents) wait() { h.ending = true }
+
+// add keeps one event until the hook is done.
+func (h *heldEvents) add(e heldEvent) { h.events = append(h.events, e) }
+
+// release ends the wait and returns the events kept, in order.
+func (h *heldEvents) release() []heldEvent {
+	held := h.events
+	h.ending, h.events = false, nil
+	return held
+}
+
+// publishInOrderLocked publishes an event that a request of the CLI made (a
+// question, a draft, their answers) in the order of the turn it belongs
+// to: while the turn before waits for its end hook, it waits behind that
+// end and the new turn's start, as the CLI's own events do. then, if not
+// nil, gets the published event. c.mu is held.
+func (c *Session) publishInOrderLocked(body clientevent.Body, then func(*Event)) {
+	publish := func() {
+		c.flushTextLocked()
+		e := c.stream.publishJSON(body, false, false)
+		if then != nil {
+			then(e)
+		}
+	}
+	if c.held.waiting() {
+		c.held.add(heldEvent{publish: publish})
+		return
+	}
+	publish()
+}
+
+// turnEnding is what a turn-end hook found: a status for the person, and
+// what the turn changed in their notes (nil: nothing).
+type turnEnding struct {
+	status  string
+	changes clientevent.Body
+}
+
+// finishTurn runs the turn-end hook for end (a turn-end event), publishes
+// its status, its changes and then end, and then the events held
+// meanwhile; a turn end among them runs the hook again. It runs in its
+// own goroutine, owned by Sessions. While it holds c.mu it publishes in
+// order itself, so ending is cleared then.
+func (c *Session) finishTurn(end supervisor.Event, hook func() turnEnding) {
+	for {
+		ending := hook()
+		c.mu.Lock()
+		held := c.held.release()
+		if ending.status != "" {
+			c.applyLocked(supervisor.Event{Kind: supervisor.EventNotice, Text: ending.status, Time: time.Now()})
+		}
+		if ending.changes != nil {
+			c.flushTextLocked()
+			if e := c.stream.publishJSON(ending.changes, false, false); e != nil {
+				c.observeLocked(e, ending.changes)
+			}
+		}
+		c.applyLocked(end)
+		next := -1
+		for i, h := range held {
+			if h.publish != nil {
+				h.publish()
+				continue
+			}
+			if h.ev.Kind == supervisor.EventTurnEnd {
+				next = i
+				break
+			}
+			c.applyLocked(h.ev)
+		}
+		if next < 0 {
+			c.mu.Unlock()
+			return
+		}
+		c.held.wait()
+		end = held[next].ev
+		for _, h := range held[next+1:] {
+			c.held.add(h)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// applyLocked publishes one supervisor event. c.mu is held.
+func (c *Session) applyLocked(ev supervisor.Event) {
+	if ev.Kind == supervisor.EventCLI && (c.wasCutLocked() || c.stream.turnFull()) {
+		// The turn's output passed its bound: the rest of it is dropped.
+		c.cutLocked()
+		return
+	}
+	var took time.Duration
+	var failed bool
+	if ev.Kind == supervisor.EventTurnEnd {
+		ev = c.endShownLocked(ev)
+		// Questions still open belong to the turn that just ended; the
+		// next turn's may be open already.
+		c.endedTurns = min(c.endedTurns+1, c.cliTurns)
+		c.asks.cancelUpTo(c, c.endedTurns)
+		// Counted before the terminal event goes out, so a client that saw
+		// the turn end also sees it in the metrics.
+		took = ev.Time.Sub(c.turnStarted)
+		failed = ev.Err != nil || (ev.Msg != nil && ev.Msg.IsError && !ev.Interrupted)
+		c.metrics.turnEnded(took, failed, ev.Interrupted)
+		if c.stopping && (ev.Interrupted || errors.Is(ev.Err, supervisor.ErrClosed)) {
+			// The server's shutdown ended the turn, not the person.
+			ev.Interrupted, ev.Err = false, clientevent.ErrServerStopped
+		}
+	}
+	// Text held back for the next delta goes out before anything else:
+	// no delta follows it.
+	if ev.Kind != supervisor.EventCLI || ev.Msg == nil || ev.Msg.Type != "stream_event" {
+		c.flushTextLocked()
+	}
+	var started, published *Event
+	for _, o := range c.hold.Apply(c.viewDraftLocked(ev, c.tr.Translate(ev))) {
+		if f, ok := o.Body.(clientevent.Error); ok && ev.Kind == supervisor.EventTurnEnd && c.refused != nil {
+			// The gateway refused a model request for a spent budget: the
+			// CLI saw an API error, the person reads which budget.
+			f.Message, f.Kind, f.Status, f.RetryAfter = c.refused.Error(), clientevent.KindBudget, 0, 0
+			o.Body = f
+		}
+		if start, ok := o.Body.(clientevent.TurnStart); ok {
+			o.Body = c.withAttachedLocked(start)
+		}
+		if len(o.Withheld) > 0 {
+			c.log.Warn().Str("cli_type", ev.Msg.Type).Str("cli_subtype", ev.Msg.Subtype).Strs("upstream", o.Withheld).
+				Msg("upstream error text withheld from clients")
+		}
+		var ended *TurnEnded
+		if o.Terminal {
+			// Read before the event is observed: that starts the next
+			// turn's text.
+			te := c.turnEndedLocked(o.Body)
+			ended = &te
+		}
+		var e *Event
+		if ev.Kind == supervisor.EventCLI {
+			var full bool
+			if e, full = c.stream.publishOutput(o.Body); full {
+				c.cutLocked()
+				break
+			}
+		} else {
+			e = c.stream.publishJSON(o.Body, o.BeginTurn, o.Terminal)
+		}
+		if e != nil {
+			c.observeLocked(e, o.Body)
+			if ended != nil {
+				c.notify.TurnEnded(*ended)
+			}
+		}
+		if rl, ok := o.Body.(clientevent.RateLimit); ok && rl.Status == "rejected" {
+			c.rateLimitedLocked(rl)
+		}
+		if f, ok := o.Body.(clientevent.Error); ok && ev.Msg != nil {
+			// The person got a sentence; the CLI's own words (which name
+			// internal addresses) are for the operator.
+			c.log.Warn().Str("kind", f.Kind).Int("status", f.Status).Str("cli_result", clientevent.OneLine(ev.Msg.Result, 2000)).
+				Strs("cli_errors", ev.Msg.Errors).Msg("turn failed")
+		}
+		if o.BeginTurn {
+			started = e
+		}
+		published = e
+	}
+	c.steerSees(ev, published)
+	switch ev.Kind {
+	case supervisor.EventTurnStart:
+		c.shownTurns++
+		c.startTicketLocked(started, ev.Text, ev.Time)
+	case supervisor.EventTurnEnd:
+		c.endTicketLocked(ev.Time)
+	}
+	if ev.Kind == supervisor.EventTurnStart {
+		c.announceDraftLocked()
+	}
+	if ev.Kind == supervisor.EventTurnStart || ev.Kind == supervisor.EventTurnEnd {
+		c.lastActivity = ev.Time
+	}
+	if ev.Kind == supervisor.EventCLI && ev.Msg != nil && ev.Msg.Type == "system" {
+		c.noteReportedLocked(ev.Msg)
+	}
+	switch ev.Kind {
+	case supervisor.EventTurnStart:
+		c.turnStarted = ev.Time
+		c.refused = nil
+	case supervisor.EventTurnEnd:
+		c.refused = nil
+		switch {
+		case c.meteredMode:
+			d := usage.Day{Messages: 1}
+			if ev.Usage != nil {
+				d.AgentTurns, d.DurationMS = ev.Usage.NumTurns, ev.Usage.DurationMS
+			}
+			c.ledger.Add(c.Person, ev.Time, d)
+		case ev.Usage != nil:
+			c.ledger.Record(c.Person, ev.Time, ev.Usage)
+		}
+		if ev.Msg != nil && !ev.Msg.IsError {
+			// The process the turn ran on took the fork or rewind.
+			c.fork, c.resumeAt = false, ""
+		}
+		outcome := "done"
+		switch {
+		case ev.Interrupted:
+			outcome = "interrupted"
+		case failed:
+			outcome = "error"
+		}
+		c.log.Info().Str("person", c.Person).Str("outcome", outcome).Dur("took_ms", took).AnErr("error", ev.Err).Msg("turn ended")
+		c.persistLocked()
+	}
+}
+
+// flushTextLocked publishes the text held back for the next delta, if any.
+// c.mu is held.
+func (c *Session) flushTextLocked() {
+	if t, ok := c.hold.Flush(); ok {
+		if e := c.stream.publishJSON(t, false, false); e != nil {
+			c.observeLocked(e, t)
+		}
+	}
+}
+
+// observeLocked keeps the history and title from the session's own events; the
+// same code rebuilds them from the log after a restart. body is the event
+// as published, or nil for a logged event, which is then decoded from its
+// line. c.mu is held.
+func (c *Session) observeLocked(ev *Event, body clientevent.Body) {
+	if ev.Type == "turn_start" && c.title == "" {
+		e, ok := body.(clientevent.TurnStart)
+		if !ok {
+			_ = json.Unmarshal(ev.Line, &e)
+		}
+		c.title = clientevent.OneLine(e.Message, 80)
+	}
+	switch ev.Type {
+	case "title":
+		// The person's own title (SetTitle), from the log after a restart.
+		if e, ok := body.(titleEvent); ok {
+			c.title = e.Title
+		} else if json.Unmarshal(ev.Line, &e) == nil && e.Title != "" {
+			c.title = e.Title
+		}
+	case "turn_start":
+		c.answerHead.Reset()
+	case "text":
+		// The head of the turn's answer, for a notification of its end.
+		if c.answerHead.Len() < answerHeadBytes {
+			t, ok := body.(clientevent.Text)
+			if !ok {
+				_ = json.Unmarshal(ev.Line, &t)
+			}
+			c.answerHead.WriteString(t.Delta)
+		}
+	case "imported":
+		// What the first message carries to the model.
+		var e importedEvent
+		_ = json.Unmarshal(ev.Line, &e)
+		c.imported = e.Messages
+	case "changes", "rewound":
+		c.noteCommitLocked(ev, body)
+	}
+	if c.hist != nil {
+		c.hist.observe(ev, body)
+	}
+}
+
+// answerHeadBytes bounds Session.answerHead.
