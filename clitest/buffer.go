@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Buffer is a bytes.Buffer that a process's output (or a server's logger)
@@ -82,4 +83,18 @@ func OpenFiles(tb testing.TB, path string) int {
 		}
 	}
 	return n
+}
+
+// Settling runs attempt with a settling time that doubles from 20 ms until
+// it reports done or 30 s have passed, and returns its last result. It is
+// for a setup with no outward sign of being complete (requests a server
+// holds, say) that the try after it must come behind: each attempt, on a
+// setup of its own, gives it longer.
+func Settling[T any](attempt func(settle time.Duration) (result T, done bool)) T {
+	start := time.Now()
+	for settle := 20 * time.Millisecond; ; settle *= 2 {
+		if result, done := attempt(settle); done || time.Since(start) > 30*time.Second {
+			return result
+		}
+	}
 }

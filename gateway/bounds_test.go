@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/gateway"
 	"github.com/majorhq/major/scriptedmodel"
 )
@@ -90,18 +91,15 @@ func post(tb testing.TB, addr, token, body string) *http.Response {
 // the request try returns once they are in, returning its answer as soon
 // as it has status want. The held requests must be in first: a try that
 // came before one would be taken in, and the held one refused in its
-// place. Nothing outside shows when they are in, so each attempt, on a
-// gateway of its own, gives them longer (for up to 30 s in all).
+// place.
 func afterHeld(tb testing.TB, hold func() (try func() net.Conn), want int) *http.Response {
 	tb.Helper()
-	start := time.Now()
-	for settle := 20 * time.Millisecond; ; settle *= 2 {
+	return clitest.Settling(func(settle time.Duration) (*http.Response, bool) {
 		try := hold()
 		time.Sleep(settle)
-		if resp := answer(tb, try()); resp.StatusCode == want || time.Since(start) > 30*time.Second {
-			return resp
-		}
-	}
+		resp := answer(tb, try())
+		return resp, resp.StatusCode == want
+	})
 }
 
 // What a session's token may make the gateway hold: its requests'

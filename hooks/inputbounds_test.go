@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/majorhq/major/clitest"
 	"github.com/majorhq/major/hooks"
 )
 
@@ -91,20 +92,16 @@ func TestHookSocketBoundsWhatATerminalHolds(t *testing.T) {
 			t.Parallel()
 			// The held inputs must be in before the try: a try that came
 			// first would be taken in, and a held one refused in its
-			// place. Nothing outside shows when they are in, so each
-			// attempt, on a server of its own, gives them longer.
-			var got int
-			start := time.Now()
-			for settle := 20 * time.Millisecond; ; settle *= 2 {
+			// place.
+			got := clitest.Settling(func(settle time.Duration) (int, bool) {
 				cmds, token := boundedCommands(t, time.Minute)
 				for _, n := range tt.held {
 					sendInput(t, cmds, token, n, 1)
 				}
 				time.Sleep(settle)
-				if got = statusOn(t, sendInput(t, cmds, token, tt.size, tt.size)); got == tt.want || time.Since(start) > 30*time.Second {
-					break
-				}
-			}
+				got := statusOn(t, sendInput(t, cmds, token, tt.size, tt.size))
+				return got, got == tt.want
+			})
 			if got != tt.want {
 				t.Errorf("status %d, want %d", got, tt.want)
 			}
