@@ -824,19 +824,26 @@ func (s *Server) postMessage(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if !t.Queued() {
-		// It starts now: wait until it has, so a full server answers 503.
-		select {
-		case <-t.Started():
-		case <-c.Request.Context().Done():
-			return
-		}
-		if err := t.Err(); err != nil {
-			s.fail(c, err)
-			return
-		}
+	if !t.Queued() && !s.started(c, t) {
+		return
 	}
 	c.JSON(http.StatusAccepted, gin.H{"session_id": chat.ID, "after": seq, "queue_id": t.ID, "queued": t.Queued()})
+}
+
+// started waits until message t, which starts now (it is not queued), has
+// started, so that a full server answers 503. False when it could not
+// start (its error is answered) or the client left.
+func (s *Server) started(c *gin.Context, t *relay.Ticket) bool {
+	select {
+	case <-t.Started():
+	case <-c.Request.Context().Done():
+		return false
+	}
+	if err := t.Err(); err != nil {
+		s.fail(c, err)
+		return false
+	}
+	return true
 }
 
 // listQueue lists the session's waiting messages.
@@ -1031,16 +1038,8 @@ func (s *Server) steerMessage(c *gin.Context, chat *relay.Session, message strin
 		s.fail(c, err)
 		return
 	}
-	if !steered && !t.Queued() {
-		select {
-		case <-t.Started():
-		case <-c.Request.Context().Done():
-			return
-		}
-		if err := t.Err(); err != nil {
-			s.fail(c, err)
-			return
-		}
+	if !steered && !t.Queued() && !s.started(c, t) {
+		return
 	}
 	c.JSON(http.StatusAccepted, gin.H{"session_id": chat.ID, "after": seq, "queue_id": t.ID, "queued": t.Queued(), "steered": steered})
 }
